@@ -1,0 +1,1 @@
+"""Pydantic schemas and loaders for hardware, models, benchmarks, deployments and experiments."""

@@ -1,0 +1,181 @@
+"""GPU, system and fabric profiles (hardware_profiles/*.yaml) and the resolved `Hardware` a run uses."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpusim.errors import InputError
+from gpusim.specs.loading import ROOT, catalog, load_named, load_yaml_model
+from gpusim.specs.sourced import Sourced
+
+Dtype = Literal["bf16", "fp8", "fp4"]
+"""Tensor-core precisions gpusim models. `fp4` means NVFP4 (block-scaled FP4)."""
+
+PROFILES = ROOT / "hardware_profiles"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(_Spec):
+    """One GPU: dense peak FLOPS per precision, HBM, links and power."""
+
+    id: str
+    name: str
+    architecture: str
+    variant_of: str | None = None
+    dense_tflops: dict[Dtype, Sourced]
+    """Dense (no 2:4 sparsity) tensor-core TFLOPS per precision; absent precisions are unsupported."""
+    hbm_capacity_gib: Sourced
+    """Capacity usable by the application (as nvidia-smi reports it)."""
+    hbm_bandwidth_tbps: Sourced
+    nvlink: str
+    """Fabric id of the GPU's NVLink generation (hardware_profiles/fabrics/)."""
+    scaleout_nic: str
+    """Fabric id of the GPU's scale-out NIC (hardware_profiles/fabrics/)."""
+    tdp_w: Sourced
+
+
+class FabricSpec(_Spec):
+    """An interconnect: NVLink generation or an InfiniBand NIC generation, per GPU."""
+
+    id: str
+    name: str
+    kind: Literal["nvlink", "infiniband"]
+    bandwidth_gbps_per_dir: Sourced
+    """Per-GPU bandwidth in one direction, GB/s (bytes)."""
+    latency_us: Sourced
+    """One-way small-message latency per hop (alpha), microseconds."""
+    switch_latency_us: Sourced | None = None
+    """Latency added per switch traversal (InfiniBand), microseconds."""
+    sharp: bool = False
+    """In-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) available."""
+
+
+class SystemSpec(_Spec):
+    """A system: GPUs in NVLink domains, CPUs, scale-out NICs, power."""
+
+    id: str
+    name: str
+    gpu: str
+    gpus: int
+    """GPUs in one system (a rack for NVL72, a node for HGX)."""
+    nvlink_domain_gpus: int
+    cpu: str | None = None
+    cpus: int = 0
+    nvlink: str
+    scaleout: str
+    power_kw: Sourced
+    """Power of the whole system at full load (rack or node), kW."""
+    form_factor: Literal["hgx", "rack"]
+    source: str | None = None
+
+
+class Hardware(_Spec):
+    """A system with its GPU and fabrics resolved: what the cost model and the engine use."""
+
+    system: SystemSpec
+    gpu: GpuSpec
+    nvlink: FabricSpec
+    scaleout: FabricSpec
+    systems: int = 1
+
+    @property
+    def id(self) -> str:
+        return self.system.id
+
+    @property
+    def num_gpus(self) -> int:
+        return self.system.gpus * self.systems
+
+    @property
+    def domain_gpus(self) -> int:
+        return self.system.nvlink_domain_gpus
+
+    def peak_flops(self, dtype: Dtype) -> float:
+        """Dense FLOP/s at `dtype`; a missing precision falls back to the next wider one."""
+        for d in _WIDER[_WIDER.index(dtype):]:
+            if d in self.gpu.dense_tflops:
+                return self.gpu.dense_tflops[d].value * 1e12
+        raise InputError(self.gpu.id, "dense_tflops", f"no tensor-core precision at or above {dtype}")
+
+    def supports(self, dtype: Dtype) -> bool:
+        return dtype in self.gpu.dense_tflops
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.gpu.hbm_capacity_gib.value * 2**30
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        """Bytes/s."""
+        return self.gpu.hbm_bandwidth_tbps.value * 1e12
+
+    @property
+    def nvlink_bandwidth(self) -> float:
+        """Per-GPU, per-direction NVLink bytes/s."""
+        return self.nvlink.bandwidth_gbps_per_dir.value * 1e9
+
+    @property
+    def scaleout_bandwidth(self) -> float:
+        """Per-GPU, per-direction scale-out bytes/s."""
+        return self.scaleout.bandwidth_gbps_per_dir.value * 1e9
+
+    def derived(self) -> dict[str, float]:
+        """Totals users ask for: system FLOPS per precision, HBM, NVLink bandwidth."""
+        g = self.system.gpus
+        out = {f"system_{d}_pflops": t.value * g / 1e3 for d, t in self.gpu.dense_tflops.items()}
+        out["system_hbm_tb"] = self.hbm_bytes * g / 1e12
+        out["system_hbm_bandwidth_tbps"] = self.gpu.hbm_bandwidth_tbps.value * g
+        out["system_nvlink_tbps_bidir"] = 2 * self.nvlink.bandwidth_gbps_per_dir.value * g / 1e3
+        out["system_scaleout_tbps_per_dir"] = self.scaleout.bandwidth_gbps_per_dir.value * g / 1e3
+        out["system_power_kw"] = self.system.power_kw.value
+        return out
+
+
+_WIDER: list[Dtype] = ["fp4", "fp8", "bf16"]
+
+
+def system_names() -> list[str]:
+    return list(catalog(PROFILES / "systems"))
+
+
+@cache
+def _system(name: str) -> SystemSpec:
+    return load_named(SystemSpec, PROFILES / "systems", name, "hardware")
+
+
+@cache
+def load_gpu(name: str) -> GpuSpec:
+    return load_named(GpuSpec, PROFILES / "gpus", name, "gpu")
+
+
+@cache
+def load_fabric(name: str) -> FabricSpec:
+    return load_named(FabricSpec, PROFILES / "fabrics", name, "fabric")
+
+
+def load_hardware(name: str, systems: int = 1) -> Hardware:
+    """Resolve system `name` (a file in hardware_profiles/systems/) with its GPU and fabrics."""
+    if systems < 1:
+        raise InputError("command line", "systems", f"must be a positive integer, got {systems}")
+    sys_spec = _system(name)
+    return Hardware(
+        system=sys_spec,
+        gpu=load_gpu(sys_spec.gpu),
+        nvlink=load_fabric(sys_spec.nvlink),
+        scaleout=load_fabric(sys_spec.scaleout),
+        systems=systems,
+    )
+
+
+def all_profiles() -> dict[str, list[str]]:
+    """Every profile name by kind, for `gpusim list hardware`."""
+    return {kind: list(catalog(PROFILES / kind)) for kind in ("systems", "gpus", "fabrics")}
+
+
+__all__ = ["Dtype", "FabricSpec", "GpuSpec", "Hardware", "SystemSpec", "load_hardware", "load_yaml_model"]

@@ -1,0 +1,166 @@
+"""Model architectures (workloads/models/*.yaml) with parameter and KV-cache sizes derived from them."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict
+
+from gpusim.specs.loading import ROOT, catalog, load_named
+
+MODELS = ROOT / "workloads" / "models"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MLA(_Spec):
+    """Multi-head latent attention (DeepSeek-V2/V3): a compressed latent is cached instead of K and V."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+class MoE(_Spec):
+    """Mixture of experts in every layer from `first_dense_layers` on."""
+
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int
+    shared_experts: int = 0
+    first_dense_layers: int = 0
+    """Leading layers with a dense FFN of `ModelSpec.intermediate_size` instead of experts."""
+
+
+class ModelSpec(_Spec):
+    """A decoder-only transformer as its config.json describes it (the fields that set cost)."""
+
+    id: str
+    name: str
+    hf_id: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int = 0
+    """Dense FFN width (SwiGLU: gate, up and down matrices)."""
+    mla: MLA | None = None
+    moe: MoE | None = None
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+    """How many layers attend only to the last `sliding_window` tokens."""
+    tied_embeddings: bool = False
+    mtp_layers: int = 0
+    """Multi-token-prediction modules (DeepSeek-V3: one extra MoE layer plus a projection)."""
+    source: str
+
+    # ---- per-layer parameter counts -------------------------------------------------------
+    @property
+    def attention_params(self) -> int:
+        """Attention weights of one layer (projections; norms ignored)."""
+        h, n = self.hidden_size, self.num_attention_heads
+        if self.mla is None:
+            d = self.head_dim
+            return h * n * d + 2 * h * self.num_kv_heads * d + n * d * h
+        m = self.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = h * n * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * n * qk
+        kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        kv = kv_down + m.kv_lora_rank * n * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv + n * m.v_head_dim * h
+
+    def ffn_params(self, width: int) -> int:
+        """One SwiGLU FFN of inner width `width`."""
+        return 3 * self.hidden_size * width
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.moe.first_dense_layers
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert."""
+        return 0 if self.moe is None else self.ffn_params(self.moe.expert_intermediate_size)
+
+    @property
+    def moe_layer_params(self) -> int:
+        """Routed + shared experts + router of one MoE layer."""
+        m = self.moe
+        if m is None:
+            return 0
+        return (m.num_experts + m.shared_experts) * self.expert_params + self.hidden_size * m.num_experts
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head."""
+        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
+    # ---- whole-model counts ---------------------------------------------------------------
+    @property
+    def total_params(self) -> int:
+        """All weights of the main model (MTP modules excluded), embeddings and head included."""
+        return (
+            self.num_layers * self.attention_params
+            + self.num_dense_layers * self.ffn_params(self.intermediate_size)
+            + self.num_moe_layers * self.moe_layer_params
+            + self.embedding_params
+        )
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token touches: top-k + shared experts per MoE layer, embeddings and head included."""
+        if self.moe is None:
+            return self.total_params
+        m = self.moe
+        active_moe = (m.top_k + m.shared_experts) * self.expert_params + self.hidden_size * m.num_experts
+        return self.total_params - self.num_moe_layers * (self.moe_layer_params - active_moe)
+
+    @property
+    def mtp_params(self) -> int:
+        """Extra weights of the MTP modules: one MoE (or dense) layer and a 2h->h projection each."""
+        if not self.mtp_layers:
+            return 0
+        ffn = self.moe_layer_params if self.moe else self.ffn_params(self.intermediate_size)
+        return self.mtp_layers * (self.attention_params + ffn + 2 * self.hidden_size**2)
+
+    # ---- KV cache ---------------------------------------------------------------------------
+    @property
+    def full_attention_layers(self) -> int:
+        return self.num_layers - self.sliding_layers
+
+    def kv_bytes_per_token_per_layer(self, dtype_bytes: float) -> float:
+        """K and V (or the MLA latent) of one token in one layer."""
+        if self.mla is not None:
+            return (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * dtype_bytes
+        return 2 * self.num_kv_heads * self.head_dim * dtype_bytes
+
+    def kv_bytes_per_token(self, dtype_bytes: float) -> float:
+        """KV bytes per token over the layers whose cache grows with the context (full attention)."""
+        return self.full_attention_layers * self.kv_bytes_per_token_per_layer(dtype_bytes)
+
+    def kv_bytes(self, context: int, dtype_bytes: float) -> float:
+        """KV bytes of one sequence of `context` tokens; sliding-window layers keep at most the window."""
+        window = min(context, self.sliding_window or 0)
+        return self.kv_bytes_per_token(dtype_bytes) * context + (
+            self.sliding_layers * self.kv_bytes_per_token_per_layer(dtype_bytes) * window
+        )
+
+
+def model_names() -> list[str]:
+    return list(catalog(MODELS))
+
+
+@cache
+def load_model(name: str) -> ModelSpec:
+    """Load workloads/models/<name>.yaml."""
+    return load_named(ModelSpec, MODELS, name, "model")
