@@ -1,0 +1,125 @@
+"""Per-request records → LoadGen-style summary (MLPerf Inference `loadgen/results.cc` definitions).
+
+Records are one row per request (`REQUEST_COLUMNS`), absolute simulated times in seconds. Latencies
+are measured from the *scheduled* time, as LoadGen does, so queueing delay counts. Rows without a
+completion time (NaN `completion_s`) are not completed and are left out of every statistic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from gpusim.errors import InputError
+from gpusim.specs.benchmark import LatencyLimits
+
+REQUEST_COLUMNS = [
+    "request_id",
+    "instance",
+    "scheduled_s",
+    "first_token_s",
+    "completion_s",
+    "input_tokens",
+    "output_tokens",
+    "preemptions",
+]
+
+SERVER_LIKE = ("server", "interactive")
+
+
+def loadgen_percentile(values: Sequence[float] | np.ndarray | pd.Series, p: float) -> float:
+    """LoadGen's percentile: sort, take the value at index `int(n * p)` (clamped to n-1).
+
+    NaNs are dropped first; no values → NaN.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    a = np.sort(a[~np.isnan(a)])
+    if a.size == 0:
+        return math.nan
+    return float(a[min(max(int(a.size * p), 0), a.size - 1)])
+
+
+def add_latency_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `df` with ttft_s, latency_s (both from the scheduled time) and tpot_s.
+
+    tpot_s = (latency_s - ttft_s) / (output_tokens - 1), LoadGen's per-request TPOT; NaN where
+    output_tokens < 2 (LoadGen requires at least 2 tokens).
+    """
+    missing = [c for c in ("scheduled_s", "first_token_s", "completion_s", "output_tokens") if c not in df]
+    if missing:
+        raise ValueError(f"records lack columns {missing}; expected {REQUEST_COLUMNS}")
+    out = df.copy()
+    out["ttft_s"] = out["first_token_s"] - out["scheduled_s"]
+    out["latency_s"] = out["completion_s"] - out["scheduled_s"]
+    n = out["output_tokens"].astype(np.float64)
+    out["tpot_s"] = ((out["latency_s"] - out["ttft_s"]) / (n - 1)).where(n >= 2, np.nan)
+    return out
+
+
+def summarize(
+    records: pd.DataFrame, scenario: str, limits: LatencyLimits | None, num_gpus: int
+) -> dict[str, float | int | bool | str | None]:
+    """Summary of one run, with LoadGen's definitions.
+
+    Throughput divides by the time of the last completion from t=0:
+    - Offline: `Tokens per second = token_count / max_latency`, `Samples per second = n / max_latency`.
+    - Server/Interactive: `Completed tokens per second = token_count / final completion time` (same
+      formula) and `Completed samples per second = (n - 1) / final completion time`.
+    - Other scenarios (SingleStream, closed loop, traces): n / final completion time.
+    token_count counts output tokens only. `valid` is None without limits, else whether p99 TTFT and
+    p99 TPOT are within them (min-duration and early-stopping checks belong to the MLPerf verdict).
+    """
+    if num_gpus < 1:
+        raise InputError("command line", "num_gpus", f"must be > 0, got {num_gpus}")
+    if records.empty and not set(REQUEST_COLUMNS) <= set(records.columns):
+        records = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in REQUEST_COLUMNS})
+    df = add_latency_columns(records)
+    df = df[df["completion_s"].notna()]
+    n = len(df)
+    simulated_s = float(df["completion_s"].max()) if n else 0.0
+    tokens = int(df["output_tokens"].sum()) if n else 0
+    tok_per_s = tokens / simulated_s if simulated_s > 0 else 0.0
+    if simulated_s <= 0:
+        samples_per_s = 0.0
+    elif scenario.lower() in SERVER_LIKE:
+        samples_per_s = (n - 1) / simulated_s
+    else:
+        samples_per_s = n / simulated_s
+    out: dict[str, float | int | bool | str | None] = {
+        "simulated_s": simulated_s,
+        "output_tokens": tokens,
+        "output_tokens_per_s": tok_per_s,
+        "output_tokens_per_s_per_gpu": tok_per_s / num_gpus,
+        "completed_requests": n,
+    }
+    for col, key in (("ttft_s", "ttft"), ("tpot_s", "tpot")):
+        for p in (50, 90, 99):
+            out[f"{key}_p{p}_s"] = loadgen_percentile(df[col], p / 100)
+    out["latency_p50_s"] = loadgen_percentile(df["latency_s"], 0.50)
+    out["latency_p99_s"] = loadgen_percentile(df["latency_s"], 0.99)
+    out["samples_per_s"] = samples_per_s
+    out["valid"], out["invalid_reason"] = _verdict(out, limits)
+    return out
+
+
+def _verdict(s: dict, limits: LatencyLimits | None) -> tuple[bool | None, str | None]:
+    if limits is None:
+        return None, None
+    ttft, tpot = s["ttft_p99_s"], s["tpot_p99_s"]
+    reasons = []
+    if s["completed_requests"] == 0:
+        reasons.append("no completed requests")
+    else:
+        if math.isnan(ttft):
+            reasons.append("TTFT undefined: no first-token times")
+        elif ttft > limits.ttft_s:
+            reasons.append(f"TTFT constraint not met: p99 {ttft:.2f} s > {limits.ttft_s:.2f} s limit")
+        if math.isnan(tpot):
+            reasons.append("TPOT undefined: no request with >= 2 output tokens")
+        elif tpot > limits.tpot_s:
+            ms, limit_ms = tpot * 1e3, limits.tpot_s * 1e3
+            reasons.append(f"TPOT constraint not met: p99 {ms:.1f} ms > {limit_ms:.1f} ms limit")
+    return (False, "; ".join(reasons)) if reasons else (True, None)

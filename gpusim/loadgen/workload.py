@@ -1,0 +1,98 @@
+"""A workload: the requests a load generator issues, in issue order, as numpy arrays.
+
+Open loop (MLPerf Offline/Server/Interactive, traces): request `i` is scheduled at `arrival_s[i]`.
+Closed loop (SingleStream, fixed concurrency): `concurrency` is set, `arrival_s` is all zeros and
+ignored; the engine keeps `concurrency` requests outstanding and schedules the next request at the
+moment one completes (its latency is measured from that moment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpusim.errors import InputError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests in issue order. Build one with `Workload.create`, which validates."""
+
+    arrival_s: np.ndarray
+    """float64 scheduled times in seconds from the start (non-decreasing; zeros for closed loop)."""
+    input_tokens: np.ndarray
+    """int64 prompt lengths, >= 1."""
+    output_tokens: np.ndarray
+    """int64 generated lengths, >= 1."""
+    concurrency: int | None = None
+    """Closed loop: keep this many requests outstanding. None: open loop on `arrival_s`."""
+    prefix_hashes: list[tuple[int, ...]] | None = None
+    """Per request, the hashes of its prompt's 512-token blocks (Mooncake traces), for prefix caching."""
+    name: str = "workload"
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.concurrency is not None
+
+    @classmethod
+    def create(
+        cls,
+        arrival_s: Sequence[float] | np.ndarray,
+        input_tokens: Sequence[int] | np.ndarray,
+        output_tokens: Sequence[int] | np.ndarray,
+        *,
+        name: str = "workload",
+        concurrency: int | None = None,
+        prefix_hashes: Sequence[Sequence[int]] | None = None,
+        source: str | None = None,
+    ) -> Workload:
+        """Convert to read-only arrays and validate; errors are `InputError(source or name, field, ...)`."""
+        src = source or name
+        arr = np.array(arrival_s, dtype=np.float64)
+        isl = _int_array(input_tokens, src, "input_tokens")
+        osl = _int_array(output_tokens, src, "output_tokens")
+        if not (arr.ndim == isl.ndim == osl.ndim == 1) or not (len(arr) == len(isl) == len(osl)):
+            shapes = f"{arr.shape}, {isl.shape}, {osl.shape}"
+            raise InputError(src, "arrival_s", f"arrays must be 1-D of equal length, got {shapes}")
+        for field, a in (("input_tokens", isl), ("output_tokens", osl)):
+            bad = np.flatnonzero(a < 1)
+            if bad.size:
+                raise InputError(src, field, f"must be >= 1, got {a[bad[0]]} at request {bad[0]}")
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            i = bad[0]
+            raise InputError(src, "arrival_s", f"must be finite, got {arr[i]} at request {i}")
+        dec = np.flatnonzero(np.diff(arr) < 0)
+        if dec.size:
+            i = dec[0] + 1
+            msg = f"arrivals must not decrease: request {i} at {arr[i]} < {arr[i - 1]} before it"
+            raise InputError(src, "arrival_s", msg)
+        if arr.size and arr[0] < 0:
+            raise InputError(src, "arrival_s", f"must be >= 0, got {arr[0]} at request 0")
+        if concurrency is not None and concurrency < 1:
+            raise InputError(src, "concurrency", f"must be > 0, got {concurrency}")
+        hashes = None
+        if prefix_hashes is not None:
+            hashes = [hs if isinstance(hs, tuple) else tuple(map(int, hs)) for hs in prefix_hashes]
+            if len(hashes) != len(arr):
+                raise InputError(src, "prefix_hashes", f"{len(hashes)} entries for {len(arr)} requests")
+        for a in (arr, isl, osl):
+            a.flags.writeable = False
+        return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes, name=name)
+
+
+def _int_array(values: Sequence[int] | np.ndarray, source: str, field: str) -> np.ndarray:
+    a = np.array(values)
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        try:
+            f = a.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise InputError(source, field, f"token counts must be numbers ({e})") from None
+        if not np.all(np.isfinite(f)) or np.any(f != np.rint(f)):
+            raise InputError(source, field, "token counts must be whole numbers")
+    return a.astype(np.int64)
