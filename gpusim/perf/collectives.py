@@ -1,0 +1,48 @@
+"""Alpha-beta costs of the collectives of a serving step (DESIGN §8).
+
+Ring all-reduce (Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005), all-to-all for MoE
+dispatch/combine (DeepEP), point-to-point for pipeline stages. `bw` is the per-GPU, per-direction
+link bandwidth already multiplied by the achievable fraction; `alpha` the per-hop latency, seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def allreduce_time(size_bytes: float, n: int, bw: float, alpha: float, sharp: bool = False) -> float:
+    """Ring all-reduce of `size_bytes` over `n` GPUs: 2(n-1)/n · S / B + 2(n-1)·α.
+
+    With in-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) the bandwidth term halves:
+    each GPU sends its data once and receives the reduced result once. n <= 1 costs nothing.
+    """
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    beta = 2 * (n - 1) / n * size_bytes / bw
+    if sharp:
+        beta *= 0.5
+    return beta + 2 * (n - 1) * alpha
+
+
+def alltoall_time(
+    tokens: float, top_k: int, hidden: int, dtype_bytes: float, ep: int, bw: float, alpha: float,
+    imbalance: float = 1.0,
+) -> float:
+    """MoE dispatch (or combine) over `ep` ranks: tokens·k·hidden·bytes·(EP-1)/EP / B · imbalance + α·log2(EP).
+
+    `tokens` are the tokens one rank holds; the busiest rank sends `imbalance` times the mean. EP <= 1: 0.
+    """
+    if ep <= 1 or tokens <= 0:
+        return 0.0
+    sent = tokens * top_k * hidden * dtype_bytes * (ep - 1) / ep
+    return sent / bw * imbalance + alpha * math.log2(ep)
+
+
+def p2p_time(size_bytes: float, bw: float, alpha: float) -> float:
+    """Send/recv of `size_bytes` between two pipeline stages: S / B + α."""
+    if size_bytes <= 0:
+        return 0.0
+    return size_bytes / bw + alpha
+
+
+__all__ = ["allreduce_time", "alltoall_time", "p2p_time"]

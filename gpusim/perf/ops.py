@@ -1,0 +1,297 @@
+"""A model as a list of operations, each with its FLOPs and HBM bytes on ONE GPU of an instance.
+
+Conventions (DESIGN §3, §8):
+- Tensor parallelism `tp` splits attention heads and FFN width; KV heads fewer than `tp` are
+  replicated (ceil(kv_heads / tp) per GPU). Expert parallelism `ep` splits the routed experts `ep`
+  ways and each expert `tp/ep` ways, so experts spread over all `tp` GPUs of a stage.
+- Attention data parallelism replicates the attention weights; each of the `tp` ranks runs the
+  attention projections and attention for its own sequences (the busiest rank gets ceil(T / tp)
+  tokens). FFN/MoE layers still see all T tokens of the instance.
+- Weight bytes per value: bf16 2, fp8 1, fp4 (NVFP4) 0.5 + 1/16 (one fp8 scale per 16 values).
+  GEMMs compute at the wider of the weight and activation precisions; the embedding, LM head and
+  router stay in bf16 (quantised checkpoints exclude them).
+- MoE weights read in a step count only the experts hit: E_local · (1 − (1 − k/E)^T) (DESIGN §8).
+- Attention: prefill FLOPs per causal query-key pair and layer are 2·heads·(qk_dim + v_dim)
+  (= 4·heads·head_dim for MHA/GQA; MLA with its qk/v head dims); decode reads
+  context · KV bytes per token per layer (MLA latent, absorbed: 2·heads·(2·kv_lora + rope) FLOPs).
+  Sliding-window layers see at most `sliding_window` keys per query.
+- Activation traffic of a GEMM: input at the activation precision, output in bf16; SwiGLU FFNs
+  write and re-read their intermediate at the activation precision (fused activation). Norms and
+  rotary embeddings are not modelled as separate kernels (TensorRT-LLM fuses them).
+- With pipeline parallelism the ops are those of the whole model on one GPU's TP/EP share: the
+  stages run one after another (sum of stages), so the per-step cost is the sum over all layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.hardware import Dtype
+from gpusim.specs.model import ModelSpec
+
+NVFP4_BYTES = 0.5 + 1 / 16
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": NVFP4_BYTES}
+"""Bytes per value stored at each precision (NVFP4: 4-bit values + one fp8 scale per 16)."""
+_ORDER: list[Dtype] = ["fp4", "fp8", "bf16"]
+BF16 = 2.0
+
+
+def wider(a: Dtype, b: Dtype) -> Dtype:
+    """The wider of two precisions (the GEMM compute precision of weights `a` times activations `b`)."""
+    return a if _ORDER.index(a) >= _ORDER.index(b) else b
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True, slots=True)
+class GemmOp:
+    """A dense matrix multiply (or a memory-bound kernel with `flops_per_token` 0) run `count` times a step."""
+
+    name: str
+    count: int
+    """Occurrences per step over the whole instance (e.g. layers)."""
+    weight_bytes: float
+    """Weights one GPU reads per occurrence."""
+    flops_per_token: float
+    io_bytes_per_token: float
+    dtype: Dtype
+    split: int = 1
+    """Tokens are divided over this many ranks (attention DP); the busiest gets ceil(T / split)."""
+    kernels: int = 1
+
+    def tokens(self, t: int) -> int:
+        return ceil_div(t, self.split)
+
+    def gemm_m(self, t: int) -> float:
+        return float(self.tokens(t))
+
+    def flops(self, t: int) -> float:
+        return self.tokens(t) * self.flops_per_token
+
+    def bytes(self, t: int) -> float:
+        return self.weight_bytes + self.tokens(t) * self.io_bytes_per_token
+
+
+@dataclass(frozen=True, slots=True)
+class MoEOp:
+    """Routed experts of one MoE layer on one GPU (grouped GEMMs: gate/up and down)."""
+
+    name: str
+    count: int
+    num_experts: int
+    top_k: int
+    experts_local: float
+    """Routed experts this GPU holds a share of (E / ep)."""
+    expert_bytes: float
+    """Bytes of this GPU's share of one expert (expert params · bytes · ep / tp)."""
+    flops_per_assignment: float
+    """FLOPs per (token, expert) assignment on this GPU: 2 · expert params / tp."""
+    io_bytes_per_assignment: float
+    ep: int
+    imbalance: float
+    """Busiest EP rank over the mean (applied only when ep > 1)."""
+    dtype: Dtype
+    kernels: int = 2
+
+    def hit_fraction(self, t: int) -> float:
+        """Expected fraction of experts hit by t tokens routed top-k of E uniformly: 1 − (1 − k/E)^t."""
+        return 1.0 - (1.0 - self.top_k / self.num_experts) ** t
+
+    def distinct_local(self, t: int) -> float:
+        """Expected distinct local experts hit: E_local · (1 − (1 − k/E)^t) (DESIGN §8)."""
+        return self.experts_local * self.hit_fraction(t)
+
+    def gemm_m(self, t: int) -> float:
+        """Tokens per hit expert: t·k / (E · hit fraction); 1 at t = 1."""
+        hit = self.hit_fraction(t)
+        return t * self.top_k / (self.num_experts * hit) if hit > 0 else 0.0
+
+    def _load(self) -> float:
+        return self.imbalance if self.ep > 1 else 1.0
+
+    def flops(self, t: int) -> float:
+        return t * self.top_k * self.flops_per_assignment * self._load()
+
+    def bytes(self, t: int) -> float:
+        rows = t * self.top_k / self.ep * self._load()
+        return self.distinct_local(t) * self.expert_bytes + rows * self.io_bytes_per_assignment
+
+
+@dataclass(frozen=True, slots=True)
+class CommOp:
+    """A collective run `count` times a step: per-token bytes over a group of GPUs."""
+
+    name: str
+    kind: Literal["allreduce", "alltoall", "p2p"]
+    count: int
+    group: int
+    bytes_per_token: float
+    """All-reduce / p2p: bytes per token of the message. All-to-all: hidden · dtype bytes."""
+    split: int = 1
+    """Tokens one rank holds: ceil(T / split)."""
+    top_k: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionOp:
+    """Attention of all layers, per GPU; linear in causal pairs (prefill) and KV tokens read (decode)."""
+
+    full_layers: int
+    sliding_layers: int
+    window: int
+    prefill_flops_per_pair: float
+    """Per layer, per causal query-key pair, on one GPU."""
+    decode_flops_per_kv: float
+    decode_bytes_per_kv: float
+    """Per layer, per KV token read, on one GPU."""
+    dtype: Dtype
+    dp: int
+    """Attention-DP ranks (1 without attention DP)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOps:
+    """Everything the step cost model needs, per GPU of one instance."""
+
+    token_ops: tuple[GemmOp | MoEOp, ...]
+    """Ops whose cost depends only on T = tokens in the step."""
+    comm_ops: tuple[CommOp, ...]
+    lm_head: GemmOp
+    """Runs on the rows that sample a token (decode sequences + prefill sequences)."""
+    attention: AttentionOp
+
+
+def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
+    """Attention projection weights one GPU holds: heads split by tp (KV heads replicated below tp;
+    MLA down-projections replicated), all of them under attention DP."""
+    tp = 1 if dep.attention_dp else dep.tp
+    h, n = model.hidden_size, model.num_attention_heads
+    if model.mla is None:
+        d = model.head_dim
+        return h * d * (ceil_div(n, tp) * 2 + 2 * ceil_div(model.num_kv_heads, tp))
+    m = model.mla
+    down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + (h * m.q_lora_rank if m.q_lora_rank else 0)
+    return down + (model.attention_params - down) / tp
+
+
+def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> list[GemmOp]:
+    tp = 1 if dep.attention_dp else dep.tp
+    dp = dep.tp if dep.attention_dp else 1
+    wb = DTYPE_BYTES[dep.weights]
+    h, n, L = model.hidden_size, model.num_attention_heads, model.num_layers
+    nq = ceil_div(n, tp)
+    if model.mla is None:
+        d = model.head_dim
+        o_params = nq * d * h
+        qkv_out = (nq + 2 * ceil_div(model.num_kv_heads, tp)) * d
+        o_in = nq * d
+    else:
+        m = model.mla
+        o_params = n * m.v_head_dim * h / tp
+        qkv_out = nq * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.kv_lora_rank + m.qk_rope_head_dim
+        o_in = nq * m.v_head_dim
+    in_params = attention_params_per_gpu(model, dep) - o_params
+    return [
+        GemmOp("qkv_proj", L, in_params * wb, 2 * in_params, h * ab + qkv_out * BF16, gd, dp),
+        GemmOp("o_proj", L, o_params * wb, 2 * o_params, o_in * ab + h * BF16, gd, dp),
+    ]
+
+
+def _ffn(name: str, count: int, model: ModelSpec, width_gpu: float, wb: float, ab: float, gd: Dtype) -> GemmOp:
+    """SwiGLU FFN (gate/up and down GEMMs) of inner width `width_gpu` on one GPU."""
+    h = model.hidden_size
+    params = 3 * h * width_gpu
+    io = h * (ab + BF16) + 2 * width_gpu * ab
+    return GemmOp(name, count, params * wb, 2 * params, io, gd, 1, kernels=2)
+
+
+def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> ModelOps:
+    """The per-GPU ops of `model` under `dep` (see the module docstring for the conventions)."""
+    tp, ep, pp = dep.tp, dep.ep, dep.pp
+    dp = tp if dep.attention_dp else 1
+    wb, ab, kvb = DTYPE_BYTES[dep.weights], DTYPE_BYTES[dep.activations], DTYPE_BYTES[dep.kv_cache]
+    gd = wider(dep.weights, dep.activations)
+    h, L, V = model.hidden_size, model.num_layers, model.vocab_size
+
+    ops: list[GemmOp | MoEOp] = [GemmOp("embedding", 1, 0.0, 0.0, 2 * h * BF16, "bf16")]
+    ops += _attention_ops(model, dep, gd, ab)
+    dense_layers, moe_layers = model.num_dense_layers, model.num_moe_layers
+    if dense_layers and model.intermediate_size:
+        ops.append(_ffn("ffn", dense_layers, model, model.intermediate_size / tp, wb, ab, gd))
+    moe = model.moe
+    if moe is not None and moe_layers:
+        e = moe.num_experts
+        ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp))
+        ie_gpu = moe.expert_intermediate_size * ep / tp
+        ops.append(MoEOp(
+            "moe_experts", moe_layers, e, moe.top_k, e / ep,
+            model.expert_params * wb * ep / tp, 2 * model.expert_params / tp,
+            h * (ab + BF16) + 2 * ie_gpu * ab, ep, moe_imbalance, gd,
+        ))
+        if moe.shared_experts:
+            width = moe.shared_experts * moe.expert_intermediate_size / tp
+            ops.append(_ffn("shared_experts", moe_layers, model, width, wb, ab, gd))
+
+    comm: list[CommOp] = []
+    if tp > 1 and not dep.attention_dp:
+        comm.append(CommOp("tp_allreduce", "allreduce", 2 * L, tp, h * BF16))
+    elif tp > 1:
+        # Attention DP: dense FFNs gather all tokens and scatter the results (all-gather + reduce-scatter,
+        # the volume of one all-reduce); MoE layers dispatch and combine with all-to-all when ep == tp.
+        if dense_layers:
+            comm.append(CommOp("dp_gather_scatter", "allreduce", dense_layers, tp, h * BF16))
+        if moe_layers and ep == tp:
+            k = moe.top_k if moe else 1
+            comm.append(CommOp("ep_dispatch", "alltoall", moe_layers, ep, h * ab, tp, k))
+            comm.append(CommOp("ep_combine", "alltoall", moe_layers, ep, h * BF16, tp, k))
+        elif moe_layers:
+            comm.append(CommOp("moe_gather_scatter", "allreduce", moe_layers, tp, h * BF16))
+    if pp > 1:
+        comm.append(CommOp("pp_send_recv", "p2p", pp - 1, 2, h * BF16))
+
+    lm_head = GemmOp("lm_head", 1, V * h / tp * BF16, 2 * h * V / tp, h * BF16 + V / tp * 4, "bf16")
+    return ModelOps(tuple(ops), tuple(comm), lm_head, _attention(model, dep, kvb))
+
+
+def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
+    tp = 1 if dep.attention_dp else dep.tp
+    n = model.num_attention_heads
+    nq = ceil_div(n, tp)
+    if model.mla is None:
+        d = model.head_dim
+        pair = 4 * nq * d
+        dec_flops = 4 * nq * d
+        dec_bytes = 2 * ceil_div(model.num_kv_heads, tp) * d * kvb
+    else:
+        m = model.mla
+        pair = 2 * nq * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+        dec_flops = 2 * nq * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        dec_bytes = model.kv_bytes_per_token_per_layer(kvb)  # latent replicated across TP ranks
+    adt: Dtype = wider(dep.kv_cache, dep.activations)
+    if adt == "fp4":
+        adt = "fp8"  # no FP4 attention kernels
+    return AttentionOp(
+        full_layers=model.full_attention_layers,
+        sliding_layers=model.sliding_layers,
+        window=model.sliding_window or 0,
+        prefill_flops_per_pair=pair,
+        decode_flops_per_kv=dec_flops,
+        decode_bytes_per_kv=dec_bytes,
+        dtype=adt,
+        dp=dep.tp if dep.attention_dp else 1,
+    )
+
+
+def expected_distinct_experts(tokens: float, top_k: int, num_experts: int) -> float:
+    """E · (1 − (1 − k/E)^T): distinct experts hit by T tokens each routed to k of E (DESIGN §8)."""
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+__all__ = [
+    "DTYPE_BYTES", "NVFP4_BYTES", "AttentionOp", "CommOp", "GemmOp", "MoEOp", "ModelOps",
+    "attention_params_per_gpu", "build_ops", "expected_distinct_experts", "wider",
+]

@@ -1,0 +1,228 @@
+"""Batch step → seconds: the interface between the serving engine and the cost model.
+
+The time of one step of one instance is
+
+    step_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
+
+with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
+The T-part (GEMMs, MoE, collectives, launches) is cached per T; attention is linear in the causal
+pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped by the window, so
+it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
+shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in m.
+
+Pipeline parallelism: the stages run one after another for one batch (the step is the sum of the
+stages plus pp − 1 activation transfers); micro-batch pipelining across steps is not modelled yet.
+Attention DP: sequences are split evenly over the tp ranks and the step waits for the busiest
+(ceil(seqs / tp) of them, at the mean context). Communication is not overlapped with compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
+from gpusim.perf.ops import CommOp, ModelOps, build_ops, ceil_div
+from gpusim.perf.roofline import gemm_efficiency, op_time
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.hardware import Hardware
+from gpusim.specs.model import ModelSpec
+from gpusim.specs.software import SoftwareProfile, load_software
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """What one engine step computes, as aggregates (O(1) in the batch size)."""
+
+    prefill_tokens: int = 0
+    """New prompt tokens computed this step (sum of chunk lengths)."""
+    prefill_attn_pairs: float = 0.0
+    """Σ over chunks of c·p + c·(c+1)/2 (c chunk tokens, p tokens already cached): causal query-key pairs."""
+    prefill_seqs: int = 0
+    decode_seqs: int = 0
+    """Sequences producing one token this step."""
+    decode_context: int = 0
+    """Σ context lengths (KV tokens read) over decode sequences."""
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where the time of a step goes. compute + memory + communication + overhead = total = Σ by_op."""
+
+    total_s: float
+    compute_s: float
+    memory_s: float
+    communication_s: float
+    overhead_s: float
+    """Kernel launches and the fixed per-step overhead."""
+    by_op: dict[str, float]
+
+
+class StepCostModel:
+    """Seconds per step of one instance of `model` deployed as `deployment` on `hardware`."""
+
+    def __init__(
+        self, hardware: Hardware, model: ModelSpec, deployment: Deployment,
+        software: SoftwareProfile | None = None,
+    ) -> None:
+        sw = software if software is not None else load_software(deployment.software)
+        sw = sw.for_architecture(hardware.gpu.architecture)
+        self.hardware, self.model, self.deployment, self.software = hardware, model, deployment, sw
+        self.ops: ModelOps = build_ops(model, deployment, sw.moe_imbalance.value)
+        self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
+        self._launch = sw.kernel_launch_us.value * 1e-6
+        self._step_overhead = sw.step_overhead_us.value * 1e-6
+        self._eff_max = sw.gemm_efficiency_max.value
+        self._m_half = sw.gemm_m_half.value
+        self._cache: dict[int, float] = {}
+
+        # LM head, closed form in rows R: compute = f·R / (P·eff(R)) = f·(R + m_half) / (P·eff_max).
+        lm = self.ops.lm_head
+        p_lm = hardware.peak_flops(lm.dtype) * self._eff_max
+        self._lm_c0 = lm.flops_per_token * self._m_half / p_lm
+        self._lm_c1 = lm.flops_per_token / p_lm
+        self._lm_m0 = lm.weight_bytes / self._bw
+        self._lm_m1 = lm.io_bytes_per_token / self._bw
+        self._lm_launch = lm.kernels * self._launch
+
+        # Attention: seconds per pair / per KV token, summed over the layers.
+        a = self.ops.attention
+        p_attn = hardware.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
+        bw_attn = hardware.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
+        self._pair_s = a.prefill_flops_per_pair / p_attn
+        t_dec_c = a.decode_flops_per_kv / p_attn
+        t_dec_m = a.decode_bytes_per_kv / bw_attn
+        self._kv_s = max(t_dec_c, t_dec_m)
+        self._decode_bound = "compute" if t_dec_c > t_dec_m else "memory"
+        self._full_layers = a.full_layers
+        self._sliding_layers = a.sliding_layers
+        self._window = a.window
+        self._dp = a.dp
+        self._attn_launch = (a.full_layers + a.sliding_layers) * self._launch
+
+        self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
+
+    # ---- collectives ----------------------------------------------------------------------
+    def _link(self, c: CommOp) -> tuple[float, float, bool]:
+        """(effective bandwidth, alpha seconds, sharp) of the link the collective crosses."""
+        hw, sw, dep = self.hardware, self.software, self.deployment
+        group = dep.tp * dep.pp if c.kind == "p2p" else c.group
+        eff = sw.alltoall_efficiency.value if c.kind == "alltoall" else sw.allreduce_busbw_fraction.value
+        if group <= hw.domain_gpus:
+            alpha = hw.nvlink.latency_us.value if c.kind == "p2p" else sw.nvlink_hop_latency_us.value
+            bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
+            return bw, alpha * 1e-6, hw.nvlink.sharp
+        f = hw.scaleout
+        alpha = f.latency_us.value + (f.switch_latency_us.value if f.switch_latency_us else 0.0)
+        bw = hw.scaleout_bandwidth * (1.0 if c.kind == "p2p" else eff)
+        return bw, alpha * 1e-6, f.sharp
+
+    def _comm_time(self, c: CommOp, t: int) -> float:
+        bw, alpha, sharp = self._links[c.name]
+        if c.kind == "allreduce":
+            one = allreduce_time(t * c.bytes_per_token, c.group, bw, alpha, sharp)
+        elif c.kind == "alltoall":
+            one = alltoall_time(ceil_div(t, c.split), c.top_k, 1, c.bytes_per_token, c.group, bw, alpha,
+                                self.software.moe_imbalance.value)
+        else:
+            one = p2p_time(t * c.bytes_per_token, bw, alpha)
+        return c.count * one
+
+    # ---- the T-dependent part ---------------------------------------------------------------
+    def _token_items(self, t: int) -> list[tuple[str, float, str, float]]:
+        """(name, seconds without launches, bound, launch seconds) of every T-dependent op."""
+        items = []
+        for op in self.ops.token_ops:
+            eff_c = gemm_efficiency(op.gemm_m(t), self._eff_max, self._m_half) or 1.0
+            peak = self.hardware.peak_flops(op.dtype)
+            sec, bound = op_time(op.flops(t), op.bytes(t), peak, self._bw, eff_c, 1.0)
+            launch = op.count * op.kernels * self._launch
+            items.append((op.name, op.count * sec, bound, launch))
+        for c in self.ops.comm_ops:
+            items.append((c.name, self._comm_time(c, t), "communication", 0.0))
+        return items
+
+    def _fill(self, t: int) -> float:
+        s = sum(sec + launch for _, sec, _, launch in self._token_items(t))
+        self._cache[t] = s
+        return s
+
+    # ---- the interface ----------------------------------------------------------------------
+    def step_time(self, b: BatchShape) -> float:
+        """Seconds for one step of one instance (hot path: a dict lookup and a few float operations)."""
+        t = b.prefill_tokens + b.decode_seqs
+        if t <= 0:
+            return 0.0
+        s = self._cache.get(t)
+        if s is None:
+            s = self._fill(t)
+        s += self._step_overhead
+        r = b.decode_seqs + b.prefill_seqs
+        if r:
+            c = self._lm_c0 + r * self._lm_c1
+            m = self._lm_m0 + r * self._lm_m1
+            s += (c if c > m else m) + self._lm_launch
+        if b.prefill_attn_pairs:
+            s += self._prefill_attention(b) + self._attn_launch
+        if b.decode_seqs:
+            s += self._decode_attention(b) + self._attn_launch
+        return s
+
+    def _prefill_attention(self, b: BatchShape) -> float:
+        """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window."""
+        pairs = b.prefill_attn_pairs
+        work = self._full_layers * pairs
+        if self._sliding_layers:
+            cap = b.prefill_tokens * self._window
+            work += self._sliding_layers * (pairs if pairs < cap else cap)
+        if self._dp > 1:
+            n = b.prefill_seqs or 1
+            work *= -(-n // self._dp) / n
+        return work * self._pair_s
+
+    def _decode_attention(self, b: BatchShape) -> float:
+        """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window."""
+        ctx = b.decode_context
+        work = self._full_layers * ctx
+        if self._sliding_layers:
+            cap = b.decode_seqs * self._window
+            work += self._sliding_layers * (ctx if ctx < cap else cap)
+        if self._dp > 1:
+            n = b.decode_seqs
+            work *= -(-n // self._dp) / n
+        return work * self._kv_s
+
+    def breakdown(self, b: BatchShape) -> StepBreakdown:
+        """The same time as `step_time`, split by bound and by op (slow path, for reports)."""
+        total = self.step_time(b)
+        t = b.prefill_tokens + b.decode_seqs
+        if t <= 0:
+            return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, {})
+        parts = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
+        by_op: dict[str, float] = {}
+        launches = 0.0
+        items = self._token_items(t)
+        r = b.decode_seqs + b.prefill_seqs
+        if r:
+            c = self._lm_c0 + r * self._lm_c1
+            m = self._lm_m0 + r * self._lm_m1
+            items.append(("lm_head", max(c, m), "compute" if c > m else "memory", self._lm_launch))
+        if b.prefill_attn_pairs:
+            items.append(("attention_prefill", self._prefill_attention(b), "compute", self._attn_launch))
+        if b.decode_seqs:
+            items.append(("attention_decode", self._decode_attention(b), self._decode_bound, self._attn_launch))
+        for name, sec, bound, launch in items:
+            parts[bound] += sec
+            launches += launch
+            by_op[name] = by_op.get(name, 0.0) + sec + launch
+        by_op["step_overhead"] = self._step_overhead
+        return StepBreakdown(
+            total_s=total,
+            compute_s=parts["compute"],
+            memory_s=parts["memory"],
+            communication_s=parts["communication"],
+            overhead_s=launches + self._step_overhead,
+            by_op=by_op,
+        )
+
+
+__all__ = ["BatchShape", "StepBreakdown", "StepCostModel"]

@@ -1,0 +1,105 @@
+"""Software profiles (hardware_profiles/software/*.yaml): kernel efficiencies and overheads of a serving stack.
+
+These are the only fitted constants of the cost model (DESIGN §3, §5): achievable fractions of the
+hardware's peak bandwidth and FLOPS, the GEMM shape curve, collective efficiencies and latencies, and
+fixed per-kernel / per-step overheads. Each is a `Sourced` with a grade (B measured publicly,
+C derived, D assumed or fitted). A profile may override any constant for one GPU architecture
+(`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture` applies them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from gpusim.specs.loading import ROOT, catalog, load_named
+from gpusim.specs.sourced import Sourced
+
+SOFTWARE = ROOT / "hardware_profiles" / "software"
+
+CONSTANTS = (
+    "hbm_bandwidth_fraction",
+    "gemm_efficiency_max",
+    "gemm_m_half",
+    "attention_prefill_flops_fraction",
+    "attention_decode_bandwidth_fraction",
+    "allreduce_busbw_fraction",
+    "nvlink_hop_latency_us",
+    "alltoall_efficiency",
+    "moe_imbalance",
+    "kernel_launch_us",
+    "step_overhead_us",
+)
+FRACTIONS = frozenset({
+    "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
+    "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
+})
+
+
+class SoftwareProfile(BaseModel):
+    """Kernel efficiencies and overheads of one serving stack (TensorRT-LLM, vLLM, ... at a version)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    hbm_bandwidth_fraction: Sourced
+    """Achievable fraction of peak HBM bandwidth for weight/activation streaming (memory-bound ops)."""
+    gemm_efficiency_max: Sourced
+    """eff_max in the GEMM shape curve eff(m) = eff_max · m / (m + m_half), m = tokens in the GEMM."""
+    gemm_m_half: Sourced
+    """Tokens at which a GEMM reaches half of eff_max (small batches run below peak)."""
+    attention_prefill_flops_fraction: Sourced
+    """Achievable fraction of peak FLOPS for attention math (prefill, and compute-bound MLA decode)."""
+    attention_decode_bandwidth_fraction: Sourced
+    """Achievable fraction of peak HBM bandwidth when decode attention reads the KV cache."""
+    allreduce_busbw_fraction: Sourced
+    """NCCL-style bus bandwidth of an all-reduce as a fraction of the per-direction link bandwidth."""
+    nvlink_hop_latency_us: Sourced
+    """Per-hop latency (alpha) of collectives inside the NVLink domain, microseconds."""
+    alltoall_efficiency: Sourced
+    """Achievable fraction of per-direction link bandwidth for MoE all-to-all dispatch/combine."""
+    moe_imbalance: Sourced
+    """Load of the busiest expert-parallel rank relative to the mean (>= 1)."""
+    kernel_launch_us: Sourced
+    """Fixed time added to every kernel (launch gap, tail), microseconds."""
+    step_overhead_us: Sourced
+    """Fixed time per engine step: scheduler, sampling, host synchronisation, microseconds."""
+    overrides: dict[str, dict[str, Sourced]] = {}
+    """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SoftwareProfile:
+        for arch, consts in self.overrides.items():
+            bad = sorted(set(consts) - set(CONSTANTS))
+            if bad:
+                raise ValueError(f"overrides.{arch}: unknown constant(s) {bad}; valid: {', '.join(CONSTANTS)}")
+        for name in CONSTANTS:
+            v = getattr(self, name).value
+            if name in FRACTIONS and not 0 < v <= 1:
+                raise ValueError(f"{name} must be a fraction in (0, 1], got {v}")
+            if v < 0:
+                raise ValueError(f"{name} must not be negative, got {v}")
+        if self.moe_imbalance.value < 1:
+            raise ValueError("moe_imbalance must be >= 1 (busiest rank over mean)")
+        return self
+
+    def for_architecture(self, architecture: str) -> SoftwareProfile:
+        """This profile with the overrides of `architecture` applied (itself when there are none)."""
+        over = self.overrides.get(architecture)
+        return self.model_copy(update=over) if over else self
+
+
+def software_names() -> list[str]:
+    return list(catalog(SOFTWARE))
+
+
+@cache
+def load_software(name: str) -> SoftwareProfile:
+    """Load hardware_profiles/software/<name>.yaml."""
+    return load_named(SoftwareProfile, SOFTWARE, name, "software")
+
+
+__all__ = ["CONSTANTS", "SoftwareProfile", "load_software", "software_names"]

@@ -1,0 +1,286 @@
+"""The cost model (gpusim/perf) against hand-computed roofline values on tiny synthetic specs.
+
+Every expected value below is worked out by hand in the test from the formulas (DESIGN §3, §8),
+not by calling the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpusim.errors import InputError
+from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
+from gpusim.perf.memory import plan_memory
+from gpusim.perf.ops import expected_distinct_experts
+from gpusim.perf.roofline import op_time
+from gpusim.perf.step import BatchShape, StepCostModel
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.hardware import FabricSpec, GpuSpec, Hardware, SystemSpec
+from gpusim.specs.model import MLA, ModelSpec, MoE
+from gpusim.specs.software import CONSTANTS, SoftwareProfile, load_software
+from gpusim.specs.sourced import Sourced
+
+GiB = 2**30
+
+
+def S(v: float) -> Sourced:
+    return Sourced(value=v, source="test", grade="D")
+
+
+def hardware(tflops: dict[str, float] | None = None, hbm_gib: float = 10.0, arch: str = "hopper") -> Hardware:
+    """1 TB/s HBM, 100 GB/s NVLink (no SHARP), 8-GPU domain; bf16 100 / fp8 200 TFLOPS unless given."""
+    tflops = tflops or {"bf16": 100, "fp8": 200}
+    gpu = GpuSpec(
+        id="toy", name="Toy", architecture=arch, dense_tflops={k: S(v) for k, v in tflops.items()},
+        hbm_capacity_gib=S(hbm_gib), hbm_bandwidth_tbps=S(1.0), nvlink="nv", scaleout_nic="ib", tdp_w=S(100),
+    )
+    nv = FabricSpec(id="nv", name="NV", kind="nvlink", bandwidth_gbps_per_dir=S(100), latency_us=S(1))
+    ib = FabricSpec(id="ib", name="IB", kind="infiniband", bandwidth_gbps_per_dir=S(10), latency_us=S(5))
+    system = SystemSpec(
+        id="toy8", name="Toy 8", gpu="toy", gpus=8, nvlink_domain_gpus=8, nvlink="nv", scaleout="ib",
+        power_kw=S(1), form_factor="hgx",
+    )
+    return Hardware(system=system, gpu=gpu, nvlink=nv, scaleout=ib)
+
+
+def software(launch_us: float = 0.0, step_us: float = 100.0, imbalance: float = 1.0) -> SoftwareProfile:
+    """Round efficiencies: 0.5 everywhere, GEMM m_half 10 tokens, 1 µs NVLink hop."""
+    half = S(0.5)
+    return SoftwareProfile(
+        id="t", name="test", hbm_bandwidth_fraction=half, gemm_efficiency_max=half, gemm_m_half=S(10),
+        attention_prefill_flops_fraction=half, attention_decode_bandwidth_fraction=half,
+        allreduce_busbw_fraction=half, nvlink_hop_latency_us=S(1), alltoall_efficiency=half,
+        moe_imbalance=S(imbalance), kernel_launch_us=S(launch_us), step_overhead_us=S(step_us),
+    )
+
+
+H, HEADS, D, FFN, VOCAB, LAYERS = 1024, 8, 128, 4096, 1024, 2
+
+
+def dense_model(**kw: object) -> ModelSpec:
+    """2 layers, hidden 1024, 8 heads of 128 (MHA), FFN 4096, vocab 1024."""
+    base = dict(
+        id="tiny", name="Tiny", hf_id="-", num_layers=LAYERS, hidden_size=H, num_attention_heads=HEADS,
+        num_kv_heads=HEADS, head_dim=D, vocab_size=VOCAB, intermediate_size=FFN, source="test",
+    )
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def moe_model() -> ModelSpec:
+    return dense_model(
+        id="tiny-moe", intermediate_size=0,
+        moe=MoE(num_experts=8, top_k=2, expert_intermediate_size=512, shared_experts=1),
+    )
+
+
+# ---- roofline ------------------------------------------------------------------------------
+def test_gemm_compute_bound_and_memory_bound() -> None:
+    hw = hardware()
+    peak, bw = hw.peak_flops("fp8"), hw.hbm_bandwidth  # 200e12, 1e12
+    k = n = 4096
+    # Large M: 2·M·N·K FLOPs at fp8 vs (MK + KN + MN) bytes.
+    m = 8192
+    flops, nbytes = 2 * m * n * k, m * k + k * n + m * n
+    t, bound = op_time(flops, nbytes, peak, bw, 0.5, 0.5, 2e-6)
+    assert bound == "compute"
+    assert t == pytest.approx(2 * 8192 * 4096 * 4096 / (200e12 * 0.5) + 2e-6)
+    # M = 1: the weights dominate.
+    flops, nbytes = 2 * n * k, k + k * n + n
+    t, bound = op_time(flops, nbytes, peak, bw, 0.5, 0.5, 2e-6)
+    assert bound == "memory"
+    assert t == pytest.approx((4096 + 4096 * 4096 + 4096) / (1e12 * 0.5) + 2e-6)
+
+
+# ---- whole steps -----------------------------------------------------------------------------
+def test_decode_batch1_is_weight_bytes_over_bandwidth() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(tp=1), software(launch_us=0, step_us=100))
+    layer_weights = (4 * H * H + 3 * H * FFN) * 1  # fp8
+    lm_head = VOCAB * H * 2  # bf16
+    expected = (LAYERS * layer_weights + lm_head) / (1e12 * 0.5) + 100e-6
+    t = cm.step_time(BatchShape(decode_seqs=1, decode_context=10))
+    assert t == pytest.approx(expected, rel=2e-3)
+
+
+def test_launch_overhead_counts_kernels() -> None:
+    b = BatchShape(decode_seqs=1, decode_context=10)
+    t0 = StepCostModel(hardware(), dense_model(), Deployment(), software(launch_us=0)).step_time(b)
+    t1 = StepCostModel(hardware(), dense_model(), Deployment(), software(launch_us=1)).step_time(b)
+    # Per layer: qkv, o, ffn (2 kernels), decode attention = 5; plus embedding and LM head.
+    assert t1 - t0 == pytest.approx((LAYERS * 5 + 2) * 1e-6)
+
+
+def test_decode_attention_linear_in_context() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(kv_cache="fp8"), software())
+    times = [cm.step_time(BatchShape(decode_seqs=4, decode_context=c)) for c in (1000, 2000, 3000)]
+    per_1000 = 1000 * LAYERS * (2 * HEADS * D * 1) / (1e12 * 0.5)  # KV bytes read / (bw · eff)
+    assert times[1] - times[0] == pytest.approx(per_1000)
+    assert times[2] - times[1] == pytest.approx(per_1000)
+
+
+def test_prefill_attention_quadratic_in_prompt() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(), software())
+
+    def attn(length: int) -> float:
+        b = BatchShape(prefill_tokens=length, prefill_attn_pairs=length * (length + 1) / 2, prefill_seqs=1)
+        return cm.breakdown(b).by_op["attention_prefill"]
+
+    # 4 · heads · head_dim FLOPs per causal pair per layer, at the fp8 peak (kv fp8, activations fp8).
+    assert attn(1000) == pytest.approx(LAYERS * 4 * HEADS * D * 1000 * 1001 / 2 / (200e12 * 0.5))
+    assert attn(2000) / attn(1000) == pytest.approx(2000 * 2001 / (1000 * 1001))
+
+
+def test_sliding_window_caps_decode_context() -> None:
+    model = dense_model(sliding_window=100, sliding_layers=1)
+    cm = StepCostModel(hardware(), model, Deployment(), software())
+    short = cm.breakdown(BatchShape(decode_seqs=1, decode_context=50)).by_op["attention_decode"]
+    long = cm.breakdown(BatchShape(decode_seqs=1, decode_context=1000)).by_op["attention_decode"]
+    kv = 2 * HEADS * D / (1e12 * 0.5)
+    assert short == pytest.approx(2 * 50 * kv)  # both layers read 50 tokens
+    assert long == pytest.approx((1000 + 100) * kv)  # full layer 1000, sliding layer 100
+
+
+# ---- MoE -------------------------------------------------------------------------------------
+def test_distinct_experts_formula() -> None:
+    assert expected_distinct_experts(1, 8, 256) == pytest.approx(8)
+    assert expected_distinct_experts(10_000, 8, 256) == pytest.approx(256)
+    assert expected_distinct_experts(2, 2, 8) == pytest.approx(8 * (1 - (6 / 8) ** 2))
+
+
+def test_moe_decode_reads_only_hit_experts() -> None:
+    model = moe_model()
+    cm = StepCostModel(hardware(), model, Deployment(), software())
+    expert_bytes = 3 * H * 512 * 1  # fp8
+    one = cm.breakdown(BatchShape(decode_seqs=1, decode_context=1)).by_op["moe_experts"]
+    assert one == pytest.approx(LAYERS * 2 * expert_bytes / (1e12 * 0.5), rel=1e-2)  # k = 2 experts
+    many = cm.breakdown(BatchShape(decode_seqs=64, decode_context=64)).by_op["moe_experts"]
+    hit = 8 * (1 - (6 / 8) ** 64)
+    activations = 64 * 2 * (H * (1 + 2) + 2 * 512 * 1)  # per (token, expert): in fp8, out bf16, intermediate
+    assert many == pytest.approx(LAYERS * (hit * expert_bytes + activations) / (1e12 * 0.5))
+
+
+# ---- collectives -----------------------------------------------------------------------------
+def test_ring_allreduce_by_hand() -> None:
+    assert allreduce_time(1e6, 4, 1e11, 1e-6) == pytest.approx(2 * 3 / 4 * 1e6 / 1e11 + 2 * 3 * 1e-6)
+    assert allreduce_time(1e6, 4, 1e11, 1e-6, sharp=True) == pytest.approx(3 / 4 * 1e6 / 1e11 + 6e-6)
+    assert allreduce_time(1e6, 1, 1e11, 1e-6) == 0.0
+    assert alltoall_time(100, 8, 1024, 1, 1, 1e11, 1e-6) == 0.0
+    assert alltoall_time(100, 8, 1024, 1, 4, 1e11, 1e-6, 1.5) == pytest.approx(
+        100 * 8 * 1024 * 3 / 4 / 1e11 * 1.5 + 2e-6)
+    assert p2p_time(1e6, 1e11, 1e-6) == pytest.approx(1e-5 + 1e-6)
+
+
+def test_tp_allreduce_in_step() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(tp=4), software())
+    t = 100
+    one = 2 * 3 / 4 * t * H * 2 / (100e9 * 0.5) + 2 * 3 * 1e-6
+    bd = cm.breakdown(BatchShape(decode_seqs=t, decode_context=t))
+    assert bd.by_op["tp_allreduce"] == pytest.approx(2 * LAYERS * one)
+
+
+# ---- precision -------------------------------------------------------------------------------
+def test_fp4_weights_read_time_vs_fp8() -> None:
+    hw = hardware({"bf16": 100, "fp8": 200, "fp4": 400}, arch="blackwell")
+    b = BatchShape(decode_seqs=1, decode_context=1)
+    fp8 = StepCostModel(hw, dense_model(), Deployment(weights="fp8"), software()).breakdown(b).by_op["ffn"]
+    fp4 = StepCostModel(hw, dense_model(), Deployment(weights="fp4"), software()).breakdown(b).by_op["ffn"]
+    assert fp8 == pytest.approx(LAYERS * 3 * H * FFN / (1e12 * 0.5), rel=1e-3)
+    assert fp4 / fp8 == pytest.approx(0.5 + 1 / 16, rel=1e-3)  # half, plus one fp8 scale per 16 values
+
+
+def test_hopper_without_fp4_falls_back_to_fp8() -> None:
+    hopper = hardware({"bf16": 100, "fp8": 200}, arch="hopper")
+    blackwell = hardware({"bf16": 100, "fp8": 200, "fp4": 400}, arch="blackwell")
+    assert hopper.peak_flops("fp4") == 200e12
+    dep = Deployment(weights="fp4", activations="fp4")
+    t = 8192
+    b = BatchShape(prefill_tokens=t)
+    hop = StepCostModel(hopper, dense_model(), dep, software()).breakdown(b).by_op["ffn"]
+    bw = StepCostModel(blackwell, dense_model(), dep, software()).breakdown(b).by_op["ffn"]
+    eff = 0.5 * t / (t + 10)
+    assert hop == pytest.approx(LAYERS * 2 * 3 * H * FFN * t / (200e12 * eff))
+    assert bw == pytest.approx(hop / 2)
+
+
+# ---- memory ----------------------------------------------------------------------------------
+def test_memory_plan_by_hand_tp2() -> None:
+    dep = Deployment(tp=2, weights="fp8", kv_cache="fp8", max_num_tokens=1024, max_batch_size=8)
+    plan = plan_memory(hardware(hbm_gib=10), dense_model(), dep)
+    per_layer = (4 * H * H + 3 * H * FFN) / 2  # fp8, split 2 ways
+    embeddings = 2 * VOCAB * H * 2 / 2  # input embedding + LM head, bf16, split by tp
+    assert plan.weights_per_gpu == pytest.approx(LAYERS * per_layer + embeddings)
+    workspace = 1024 * (4 * H * 2 + 2 * FFN / 2 * 2) + 8 * VOCAB / 2 * 4
+    assert plan.workspace_per_gpu == pytest.approx(workspace)
+    kv = (10 * GiB - plan.weights_per_gpu - workspace) * 0.9
+    assert plan.kv_per_gpu == pytest.approx(kv)
+    per_token = LAYERS * 2 * (HEADS // 2) * D * 1
+    assert plan.kv_bytes_per_token_per_gpu == per_token
+    assert plan.kv_capacity_tokens == int(kv // per_token)
+    dp = plan_memory(hardware(hbm_gib=10), dense_model(), dep.model_copy(update={"attention_dp": True}))
+    assert dp.kv_bytes_per_token_per_gpu == 2 * per_token  # each rank keeps all heads of its sequences
+
+
+def test_mla_latent_replicated_across_tp() -> None:
+    mla = MLA(q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+    model = dense_model(mla=mla)
+    plan = plan_memory(hardware(hbm_gib=10), model, Deployment(tp=4, kv_cache="fp8"))
+    assert plan.kv_bytes_per_token_per_gpu == LAYERS * (512 + 64)
+
+
+def test_weights_that_do_not_fit_raise() -> None:
+    with pytest.raises(InputError) as err:
+        plan_memory(hardware(hbm_gib=0.01), dense_model(), Deployment(tp=1))
+    assert "short by" in str(err.value)
+    assert err.value.field == "tp"
+
+
+# ---- interface ---------------------------------------------------------------------------------
+BATCHES = [
+    BatchShape(decode_seqs=1, decode_context=100),
+    BatchShape(prefill_tokens=512, prefill_attn_pairs=512 * 513 / 2, prefill_seqs=1),
+    BatchShape(prefill_tokens=300, prefill_attn_pairs=300 * 1000 + 300 * 301 / 2, prefill_seqs=1,
+               decode_seqs=37, decode_context=37 * 900),
+]
+
+
+@pytest.mark.parametrize("dep", [
+    Deployment(tp=1), Deployment(tp=2, pp=2), Deployment(tp=4, ep=4, attention_dp=True, weights="fp4"),
+    Deployment(tp=4, ep=2),
+])
+@pytest.mark.parametrize("b", BATCHES)
+def test_breakdown_sums_to_total(dep: Deployment, b: BatchShape) -> None:
+    model = dense_model(sliding_window=64, sliding_layers=1) if dep.ep == 1 else moe_model()
+    cm = StepCostModel(hardware(), model, dep, software(launch_us=2, imbalance=1.2))
+    bd = cm.breakdown(b)
+    assert cm.step_time(b) == bd.total_s
+    assert bd.compute_s + bd.memory_s + bd.communication_s + bd.overhead_s == pytest.approx(bd.total_s)
+    assert sum(bd.by_op.values()) == pytest.approx(bd.total_s)
+    assert bd.total_s > 0
+
+
+def test_empty_step_is_free() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(), software())
+    assert cm.step_time(BatchShape()) == 0.0
+
+
+def test_attention_dp_takes_the_busiest_rank() -> None:
+    cm = StepCostModel(hardware(), dense_model(), Deployment(tp=4, attention_dp=True), software())
+    a = cm.breakdown(BatchShape(decode_seqs=4, decode_context=4000)).by_op["attention_decode"]
+    b = cm.breakdown(BatchShape(decode_seqs=5, decode_context=5000)).by_op["attention_decode"]
+    per_seq = LAYERS * 1000 * 2 * HEADS * D / (1e12 * 0.5)  # all heads on each rank
+    assert a == pytest.approx(per_seq)  # one sequence per rank
+    assert b == pytest.approx(2 * per_seq)  # ceil(5 / 4) = 2 on the busiest
+
+
+def test_trtllm_profile_loads_with_graded_constants() -> None:
+    prof = load_software("trtllm")
+    for name in CONSTANTS:
+        c = getattr(prof, name)
+        assert c.grade in "ABCD" and c.source and c.value > 0
+    assert 0 < prof.hbm_bandwidth_fraction.value <= 1
+    over = prof.model_copy(update={"overrides": {"hopper": {"gemm_efficiency_max": S(0.5)}}})
+    assert over.for_architecture("hopper").gemm_efficiency_max.value == 0.5
+    assert over.for_architecture("blackwell").gemm_efficiency_max.value == prof.gemm_efficiency_max.value
+    assert math.isclose(prof.for_architecture("rubin").step_overhead_us.value, prof.step_overhead_us.value)
