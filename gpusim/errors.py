@@ -8,7 +8,10 @@ class InputError(Exception):
 
     def __init__(self, source: str, field: str, message: str) -> None:
         self.source, self.field, self.message = source, field, message
-        super().__init__(f"{source}: {field}: {message}")
+        super().__init__(source, field, message)  # args rebuild it (SimPy re-raises, pickling)
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.field}: {self.message}"
 
 
 def unknown_name(source: str, field: str, name: str, valid: list[str]) -> InputError:

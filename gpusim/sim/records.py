@@ -1,0 +1,41 @@
+"""Per-request results, kept in preallocated arrays and turned into a DataFrame once at the end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from gpusim.analysis.metrics import REQUEST_COLUMNS
+
+
+class Records:
+    """Times and counts of every request of a run, indexed by request id."""
+
+    def __init__(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> None:
+        n = len(input_tokens)
+        self.input_tokens = np.asarray(input_tokens, dtype=np.int64)
+        self.output_tokens = np.asarray(output_tokens, dtype=np.int64)
+        self.scheduled_s = np.full(n, np.nan)
+        self.first_token_s = np.full(n, np.nan)
+        self.completion_s = np.full(n, np.nan)
+        self.instance = np.full(n, -1, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.completed = 0
+        self.generated_tokens = 0
+
+    def frame(self) -> pd.DataFrame:
+        """The finished requests as a DataFrame with `REQUEST_COLUMNS`."""
+        df = pd.DataFrame(
+            {
+                "request_id": np.arange(len(self.input_tokens)),
+                "instance": self.instance,
+                "scheduled_s": self.scheduled_s,
+                "first_token_s": self.first_token_s,
+                "completion_s": self.completion_s,
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "preemptions": self.preemptions,
+            },
+            columns=REQUEST_COLUMNS,
+        )
+        return df[np.isfinite(self.completion_s)].reset_index(drop=True)

@@ -1,0 +1,150 @@
+"""The serving engine on a linear fake cost model, where every time can be computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.loadgen.workload import Workload
+from gpusim.perf.memory import MemoryPlan
+from gpusim.perf.step import BatchShape
+from gpusim.sim.cluster import Cluster
+from gpusim.sim.instance import Instance
+from gpusim.sim.kvcache import KVCache
+from gpusim.specs.deployment import Deployment
+
+BASE, PER_TOKEN, PER_CTX = 0.010, 1e-5, 1e-7
+
+
+class LinearCost:
+    """step = BASE + PER_TOKEN·(prefill + decode tokens) + PER_CTX·(decode context) — linear by design."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def step_time(self, b: BatchShape) -> float:
+        self.calls += 1
+        return BASE + PER_TOKEN * (b.prefill_tokens + b.decode_seqs) + PER_CTX * b.decode_context
+
+
+def memory(kv_tokens: int) -> MemoryPlan:
+    return MemoryPlan(weights_per_gpu=0, workspace_per_gpu=0, kv_per_gpu=0, kv_bytes_per_token_per_gpu=1,
+                      kv_capacity_tokens=kv_tokens)
+
+
+def simulate(workload: Workload, kv_tokens: int = 10**7, instances: int = 1, **dep) -> Cluster:
+    cluster = Cluster(LinearCost(), memory(kv_tokens), Deployment(**dep), workload, instances)
+    cluster.run()
+    return cluster
+
+
+def poisson(n: int, qps: float, seed: int = 1, isl=(50, 400), osl=(2, 300)) -> Workload:
+    rng = np.random.default_rng(seed)
+    return Workload.create(np.cumsum(rng.exponential(1 / qps, n)), rng.integers(*isl, n), rng.integers(*osl, n))
+
+
+def test_single_request_times_by_hand():
+    prompt, out = 100, 5
+    c = simulate(Workload.create([0.0], [prompt], [out]))
+    prefill = BASE + PER_TOKEN * prompt
+    # decode steps i=0..3 read contexts prompt+1 .. prompt+4 (the prompt plus the tokens generated so far)
+    decode = sum(BASE + PER_TOKEN + PER_CTX * (prompt + 1 + i) for i in range(out - 1))
+    r = c.records
+    assert r.first_token_s[0] == pytest.approx(prefill, rel=1e-12)
+    assert r.completion_s[0] == pytest.approx(prefill + decode, rel=1e-12)
+
+
+def test_chunked_prefill_splits_long_prompt_by_token_budget():
+    c = simulate(Workload.create([0.0], [2500], [2]), max_num_tokens=1000)
+    chunks = [1000, 1000, 500]
+    assert c.records.first_token_s[0] == pytest.approx(sum(BASE + PER_TOKEN * t for t in chunks), rel=1e-12)
+
+
+def test_every_request_completes_once_and_tokens_are_conserved():
+    wl = poisson(600, qps=40)
+    c = simulate(wl, instances=3)
+    df = c.records.frame()
+    assert len(df) == len(wl) == c.records.completed
+    assert df["request_id"].is_unique
+    assert c.records.generated_tokens == int(wl.output_tokens.sum())
+    assert (df["first_token_s"] >= df["scheduled_s"]).all()
+    assert (df["completion_s"] >= df["first_token_s"]).all()
+    assert all(i.outstanding_tokens == 0 and not i.decoding and i.kv.tokens == 0 for i in c.instances)
+
+
+def test_fast_forward_gives_the_same_times_as_stepping(monkeypatch):
+    wl = poisson(300, qps=30, seed=7)
+    fast = simulate(wl, instances=2).records
+    monkeypatch.setattr(Instance, "fast_forward", False)
+    slow = simulate(wl, instances=2).records
+    np.testing.assert_allclose(fast.completion_s, slow.completion_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
+
+
+def test_fast_forward_saves_cost_model_calls():
+    wl = poisson(200, qps=5, seed=3, osl=(200, 400))
+    c = simulate(wl)
+    decode_steps = c.stats().steps
+    assert c.cost.calls < decode_steps / 5
+
+
+def test_kv_never_exceeds_capacity_and_preemption_recomputes(monkeypatch):
+    peak = {"used": 0}
+    grow = KVCache.grow
+
+    def watched(self, tokens):
+        grow(self, tokens)
+        peak["used"] = max(peak["used"], self.used)
+        assert self.used <= self.capacity
+
+    monkeypatch.setattr(KVCache, "grow", watched)
+    wl = Workload.create(np.zeros(40), np.full(40, 200), np.full(40, 400))
+    c = simulate(wl, kv_tokens=4000, kv_block_tokens=16)
+    df = c.records.frame()
+    assert len(df) == 40 and c.records.generated_tokens == 40 * 400
+    assert df["preemptions"].sum() > 0
+    assert peak["used"] <= 4000
+
+
+def test_preempted_request_restarts_its_prefill_with_generated_tokens():
+    wl = Workload.create(np.zeros(6), np.full(6, 500), np.full(6, 600))
+    c = simulate(wl, kv_tokens=3000, kv_block_tokens=1)
+    assert c.records.frame()["preemptions"].sum() > 0
+    assert c.records.generated_tokens == 6 * 600
+    assert all(not i.prefilling and not i.decoding for i in c.instances)
+
+
+def test_littles_law_on_a_steady_server_run():
+    qps = 20.0
+    wl = poisson(4000, qps=qps, seed=11)
+    df = simulate(wl, instances=2).records.frame()
+    latency = df["completion_s"] - df["scheduled_s"]
+    horizon = df["completion_s"].max()
+    t = np.linspace(0, horizon, 20001)
+    in_system = (np.searchsorted(np.sort(df["scheduled_s"]), t, side="right")
+                 - np.searchsorted(np.sort(df["completion_s"]), t, side="right"))
+    window = (t > 0.1 * horizon) & (t < 0.9 * horizon)
+    lam = len(df) / df["scheduled_s"].max()
+    assert in_system[window].mean() == pytest.approx(lam * latency.mean(), rel=0.1)
+
+
+def test_closed_loop_keeps_concurrency_and_issues_on_completion():
+    wl = Workload.create(np.zeros(12), np.full(12, 64), np.full(12, 8), concurrency=3)
+    df = simulate(wl).records.frame().sort_values("scheduled_s")
+    assert (df["scheduled_s"].iloc[:3] == 0).all()
+    completions = np.sort(df["completion_s"].to_numpy())
+    # every later request is scheduled exactly when an earlier one completed
+    assert all(np.isclose(completions, s).any() for s in df["scheduled_s"].iloc[3:])
+
+
+def test_round_robin_spreads_requests_evenly():
+    wl = poisson(90, qps=10)
+    df = simulate(wl, instances=3, router="round_robin").records.frame()
+    assert df["instance"].value_counts().tolist() == [30, 30, 30]
+
+
+def test_request_larger_than_kv_cache_is_an_input_error():
+    from gpusim.errors import InputError
+
+    with pytest.raises(InputError, match="cannot fit in the KV cache"):
+        simulate(Workload.create([0.0], [5000], [2]), kv_tokens=1000)
