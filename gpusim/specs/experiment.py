@@ -1,0 +1,63 @@
+"""A run as data: what `gpusim run EXPERIMENT.yaml` reads and what the CLI flags build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.loading import load_yaml_model, read_yaml, validate
+
+Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
+
+
+class RunSpec(BaseModel):
+    """One simulation: hardware, benchmark (model and dataset), scenario and its load, deployment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str = "gb300-nvl72"
+    systems: int = Field(1, ge=1)
+    benchmark: str = "deepseek-r1"
+    scenario: Scenario = "offline"
+    qps: float | None = Field(None, gt=0)
+    """Poisson arrival rate for server and interactive (queries per second)."""
+    concurrency: int | None = Field(None, ge=1)
+    isl: int | None = Field(None, ge=1)
+    osl: int | None = Field(None, ge=1)
+    trace: str | None = None
+    deployment: str | Deployment | None = None
+    """A deployment YAML path, an inline deployment, or None for the default for the hardware and model."""
+    duration_s: float | None = Field(None, gt=0)
+    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default)."""
+    samples: int | None = Field(None, ge=1)
+    """Requests to issue (Offline: MLPerf's min query count by default)."""
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _scenario_needs(self) -> RunSpec:
+        needs = {"server": ["qps"], "interactive": ["qps"], "concurrency": ["concurrency", "isl", "osl"],
+                 "trace": ["trace"]}
+        for name in needs.get(self.scenario, []):
+            if getattr(self, name) is None:
+                raise ValueError(f"scenario {self.scenario!r} needs {name}")
+        return self
+
+
+def load_run_spec(path: Path) -> RunSpec:
+    """Read an experiment YAML; relative deployment and trace paths are relative to the file."""
+    data = read_yaml(path)
+    for key in ("deployment", "trace"):
+        value = data.get(key)
+        if isinstance(value, str) and not Path(value).is_absolute() and (path.parent / value).exists():
+            data[key] = str(path.parent / value)
+    return validate(RunSpec, data, str(path))
+
+
+def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
+    """The deployment object and the name of where it came from (for error messages)."""
+    if isinstance(spec, Deployment):
+        return spec, "deployment"
+    return load_yaml_model(Deployment, Path(spec)), spec

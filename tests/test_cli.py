@@ -1,0 +1,120 @@
+"""The `gpusim` command: the JSON contract, and bad input as one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpusim.cli import main
+
+SUMMARY_KEYS = {
+    "hardware", "systems", "num_gpus", "benchmark", "model", "scenario", "target_qps", "deployment",
+    "simulated_s", "output_tokens", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "completed_requests",
+    "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "valid",
+}
+SMALL = ["--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--samples", "200"]
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_json_has_the_contract_keys(capsys):
+    code, out, _ = run_cli(capsys, "run", *SMALL, "--scenario", "offline", "--json")
+    assert code == 0
+    summary = json.loads(out)
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["valid"] is None and summary["completed_requests"] == 200
+    assert summary["num_gpus"] == 8 and summary["output_tokens_per_s"] > 0
+
+
+def test_server_run_has_a_verdict(capsys):
+    code, out, _ = run_cli(capsys, "run", *SMALL, "--scenario", "server", "--qps", "5", "--duration", "20",
+                           "--json")
+    assert code == 0
+    assert json.loads(out)["valid"] in (True, False)
+
+
+def test_out_dir_gets_parquet_csv_and_summary(capsys, tmp_path):
+    import pandas as pd
+
+    code, _, _ = run_cli(capsys, "run", *SMALL, "--scenario", "offline", "--out", str(tmp_path / "o"))
+    assert code == 0
+    df = pd.read_parquet(tmp_path / "o" / "requests.parquet")
+    assert len(df) == 200 and len(pd.read_csv(tmp_path / "o" / "requests.csv")) == 200
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["completed_requests"] == 200
+
+
+def test_experiment_yaml_runs_and_flags_override(capsys, tmp_path):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("hardware: b200-hgx\nbenchmark: llama2-70b\nscenario: offline\nsamples: 50\n")
+    code, out, _ = run_cli(capsys, "run", str(exp), "--samples", "60", "--json")
+    assert code == 0 and json.loads(out)["completed_requests"] == 60
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--hardware", "h900-hgx"], "valid: b200-hgx"),
+        (["run", "--benchmark", "gpt-5"], "valid: deepseek-r1"),
+        (["run", "--hardware", "h100-hgx", "--benchmark", "deepseek-r1"], "short by"),
+        (["run", *SMALL, "--scenario", "server", "--qps", "-3"], "qps"),
+        (["run", *SMALL, "--scenario", "server", "--qps", "0"], "qps"),
+        (["run", *SMALL, "--scenario", "server"], "needs qps"),
+        (["run", *SMALL, "--scenario", "concurrency", "--concurrency", "4"], "needs isl"),
+        (["show", "hardware", "nope"], "valid:"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_2(capsys, args, needle):
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err and out == ""
+
+
+def test_deployment_errors_name_the_file_and_field(capsys, tmp_path):
+    too_wide = tmp_path / "tp16.yaml"
+    too_wide.write_text("tp: 16\n")
+    code, _, err = run_cli(capsys, "run", *SMALL, "--deployment", str(too_wide))
+    assert code == 2 and str(too_wide) in err and "tp" in err and "NVLink domain" in err
+    fp4 = tmp_path / "fp4.yaml"
+    fp4.write_text("weights: fp4\ntp: 2\n")
+    code, _, err = run_cli(capsys, "run", "--hardware", "h100-hgx", "--benchmark", "llama2-70b",
+                           "--deployment", str(fp4))
+    assert code == 2 and "weights" in err and "valid: bf16, fp8" in err.replace("fp8, bf16", "bf16, fp8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tp: [1, 2\n")
+    code, _, err = run_cli(capsys, "run", *SMALL, "--deployment", str(bad))
+    assert code == 2 and "malformed YAML" in err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("tensor_parallel: 2\n")
+    code, _, err = run_cli(capsys, "run", *SMALL, "--deployment", str(unknown))
+    assert code == 2 and "tensor_parallel" in err
+
+
+def test_trace_with_missing_columns_fails_cleanly_and_writes_nothing(capsys, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.6805900,374\n")
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", *SMALL, "--scenario", "trace", "--trace", str(trace), "--out", str(out))
+    assert code == 2 and "GeneratedTokens" in err
+    assert not out.exists()
+
+
+def test_console_script_exit_status_and_single_line():
+    proc = subprocess.run([sys.executable, "-m", "gpusim.cli", "run", "--hardware", "nope"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "hardware" in proc.stderr
+
+
+def test_list_and_show(capsys):
+    code, out, _ = run_cli(capsys, "list", "hardware")
+    assert code == 0 and "gb300-nvl72" in out and "vr-nvl72" in out
+    code, out, _ = run_cli(capsys, "show", "hardware", "gb300-nvl72")
+    assert code == 0 and "system_fp4_pflops" in out and "source" in out
