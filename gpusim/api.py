@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,10 +11,14 @@ import numpy as np
 import pandas as pd
 
 from gpusim.analysis.metrics import summarize
-from gpusim.deploy import check_deployment, default_deployment
+from gpusim.deploy import check_deployment, default_deployment, instance_count
 from gpusim.loadgen import scenarios
+from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
+from gpusim.perf.capacity import steady_state_qps
+from gpusim.perf.memory import plan_memory
+from gpusim.perf.step import StepCostModel
 from gpusim.sim.cluster import Cluster, SimStats
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import Deployment
@@ -55,9 +60,16 @@ def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     else:
         dep, dep_source = load_deployment(spec.deployment)
     check_deployment(hw, model, dep, dep_source)
-    workload = build_workload(spec, bench)
+    cost, memory = StepCostModel(hw, model, dep), plan_memory(hw, model, dep)
+    instances = instance_count(hw, dep)
+
+    def expected_qps() -> float:
+        isl, osl = dataset_lengths(bench, spec.seed)
+        return steady_state_qps(cost, memory, dep, instances, float(isl.mean()), float(osl.mean()))
+
+    workload = build_workload(spec, bench, expected_qps)
     started = time.perf_counter()
-    cluster = Cluster.build(hw, model, dep, workload)
+    cluster = Cluster(cost, memory, dep, workload, instances)
     records = cluster.run().frame()
     wall = time.perf_counter() - started
     stats = cluster.stats()
@@ -81,10 +93,11 @@ def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     return Result(summary=_plain(summary), requests=records, stats=stats)
 
 
-def build_workload(spec: RunSpec, bench: BenchmarkSpec) -> Workload:
-    """The requests a scenario issues."""
+def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:
+    """The requests a scenario issues; Offline is sized from the expected QPS as LoadGen sizes it."""
     if spec.scenario == "offline":
-        return scenarios.offline(bench, spec.seed, samples=spec.samples)
+        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps())
+        return scenarios.offline(bench, spec.seed, samples=samples)
     if spec.scenario in ("server", "interactive"):
         return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,
                                 samples=spec.samples)

@@ -34,11 +34,17 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: st
             raise InputError(source, field, f"{hw.gpu.name} has no {dtype} tensor cores; valid: {valid}")
 
 
+def instance_count(hw: Hardware, dep: Deployment) -> int:
+    """The instances a deployment runs: as many as it names, or as many as fill the hardware."""
+    return dep.instances or hw.num_gpus // dep.gpus_per_instance
+
+
 def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     """The smallest power-of-two TP group whose weights take at most half of HBM.
 
-    Precision: NVFP4 weights where the GPU has FP4 tensor cores (as MLPerf submissions on Blackwell
-    do), FP8 otherwise; FP8 activations and KV cache. MoE models shard experts across the whole group
+    Precision: NVFP4 weights and activations (W4A4, as TensorRT-LLM's NVFP4 checkpoints in MLPerf
+    submissions on Blackwell run) where the GPU has FP4 tensor cores, FP8 otherwise; FP8 KV cache.
+    MoE models shard experts across the whole group
     (ep = tp); MLA models (DeepSeek) use attention data parallelism, so each rank keeps its own
     sequences' latent KV, as TensorRT-LLM's DeepSeek-R1 recipes do. Batch limits scale with the
     attention-DP ranks.
@@ -51,6 +57,7 @@ def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
         dep = Deployment(
             name=f"default-tp{tp}",
             weights=weights,
+            activations=weights,
             tp=tp,
             ep=tp if model.moe is not None else 1,
             attention_dp=attention_dp,

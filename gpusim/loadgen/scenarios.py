@@ -9,6 +9,8 @@ Interactive is a Server run with other latency limits (LoadGen has no Interactiv
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpusim.errors import InputError
@@ -41,6 +43,15 @@ def _from_dataset(
     isl, osl = dataset_lengths(bench, seed)
     idx = equal_issue_order(bench.dataset_samples, count, order_rng)
     return isl[idx], osl[idx]
+
+
+OFFLINE_SLACK = 1.1
+"""LoadGen's kSlack: Offline issues 1.1 × min_duration × target_qps samples (test_settings_internal.cc)."""
+
+
+def offline_sample_count(bench: BenchmarkSpec, expected_qps: float) -> int:
+    """Samples of an Offline run: max(min_query_count, 1.1 · min_duration · expected QPS), as LoadGen sizes it."""
+    return max(bench.offline_min_query_count, math.ceil(OFFLINE_SLACK * bench.min_duration_s * expected_qps))
 
 
 def offline(bench: BenchmarkSpec, seed: int, samples: int | None = None) -> Workload:

@@ -8,15 +8,12 @@ from dataclasses import dataclass
 import simpy
 
 from gpusim.loadgen.workload import Workload
-from gpusim.perf.memory import MemoryPlan, plan_memory
-from gpusim.perf.step import StepCostModel
+from gpusim.perf.memory import MemoryPlan
 from gpusim.sim.instance import Instance, StepCost
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.router import make_router
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.hardware import Hardware
-from gpusim.specs.model import ModelSpec
 
 
 @dataclass
@@ -43,13 +40,6 @@ class Cluster:
         ]
         self.router = make_router(deployment.router, self.instances)
         self.issued = 0
-
-    @classmethod
-    def build(cls, hardware: Hardware, model: ModelSpec, deployment: Deployment, workload: Workload) -> Cluster:
-        """Instances of `deployment` filling `hardware` (or as many as it names), with the cost model."""
-        count = deployment.instances or hardware.num_gpus // deployment.gpus_per_instance
-        return cls(StepCostModel(hardware, model, deployment), plan_memory(hardware, model, deployment),
-                   deployment, workload, count)
 
     def run(self) -> Records:
         """Simulate until every request has completed."""
