@@ -73,10 +73,12 @@ def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     records = cluster.run().frame()
     wall = time.perf_counter() - started
     stats = cluster.stats()
+    gpus_used = instances * dep.gpus_per_instance
     summary = {
         "hardware": hw.id,
         "systems": hw.systems,
-        "num_gpus": hw.num_gpus,
+        "num_gpus": gpus_used,
+        "hardware_gpus": hw.num_gpus,
         "benchmark": bench.id,
         "model": model.id,
         "scenario": spec.scenario,
@@ -84,7 +86,7 @@ def run_spec(spec: RunSpec, source: str = "command line") -> Result:
         "deployment": dep.model_dump(),
         "instances": stats.instances,
         "kv_capacity_tokens_per_instance": stats.memory.kv_capacity_tokens,
-        **summarize(records, spec.scenario, bench.limits(spec.scenario), hw.num_gpus),
+        **summarize(records, spec.scenario, bench.limits(spec.scenario), gpus_used),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
         "seed": spec.seed,

@@ -1,0 +1,54 @@
+"""The Python API end to end on real profiles: determinism, defaults, and the memory error."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpusim
+from gpusim.deploy import default_deployment
+from gpusim.errors import InputError
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.hardware import load_hardware
+from gpusim.specs.model import load_model
+
+
+def small(qps: float = 4.0, **kw):
+    return gpusim.run("h200-hgx", "llama2-70b", "server", qps=qps, duration_s=30, **kw)
+
+
+def test_same_seed_same_result_other_seed_differs():
+    a, b, c = small(seed=3), small(seed=3), small(seed=4)
+    assert a.summary["output_tokens"] == b.summary["output_tokens"]
+    assert a.requests["completion_s"].equals(b.requests["completion_s"])
+    assert a.summary["output_tokens"] != c.summary["output_tokens"]
+
+
+def test_result_has_summary_and_one_row_per_request():
+    r = small()
+    assert len(r.requests) == r.summary["completed_requests"] == r.summary["issued_requests"]
+    assert r.requests["output_tokens"].sum() == r.summary["output_tokens"]
+
+
+def test_deepseek_r1_does_not_fit_on_one_8x_h100_system():
+    with pytest.raises(InputError, match="short by"):
+        gpusim.run("h100-hgx", "deepseek-r1", "offline", samples=10)
+
+
+def test_default_deployment_rule():
+    dep = default_deployment(load_hardware("h100-hgx"), load_model("llama2-70b"))
+    assert (dep.tp, dep.weights) == (2, "fp8")  # 69 GB of fp8 weights: over half of 80 GiB at tp1
+    dep = default_deployment(load_hardware("gb300-nvl72"), load_model("deepseek-r1"))
+    assert dep.weights == "fp4" and dep.ep == dep.tp and dep.attention_dp
+
+
+def test_explicit_instances_count_only_the_gpus_they_use():
+    r = gpusim.run("gb300-nvl72", "llama2-70b", "offline", samples=200,
+                   deployment=Deployment(instances=2, tp=4, weights="fp4", activations="fp4"))
+    assert r.summary["num_gpus"] == 8 and r.summary["hardware_gpus"] == 72
+    assert r.summary["output_tokens_per_s_per_gpu"] == pytest.approx(r.summary["output_tokens_per_s"] / 8)
+
+
+def test_more_load_means_more_latency():
+    light, heavy = small(qps=2.0), small(qps=40.0)
+    assert heavy.summary["ttft_p99_s"] > light.summary["ttft_p99_s"]
+    assert heavy.summary["tpot_p50_s"] > light.summary["tpot_p50_s"]
