@@ -169,27 +169,23 @@ class StepCostModel:
 
     def _prefill_attention(self, b: BatchShape) -> float:
         """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window."""
-        pairs = b.prefill_attn_pairs
-        work = self._full_layers * pairs
-        if self._sliding_layers:
-            cap = b.prefill_tokens * self._window
-            work += self._sliding_layers * (pairs if pairs < cap else cap)
-        if self._dp > 1:
-            n = b.prefill_seqs or 1
-            work *= -(-n // self._dp) / n
-        return work * self._pair_s
+        pairs = self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1)
+        return pairs * self._pair_s
 
     def _decode_attention(self, b: BatchShape) -> float:
         """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window."""
-        ctx = b.decode_context
-        work = self._full_layers * ctx
+        return self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs) * self._kv_s
+
+    def _attention_work(self, work: float, window_units: int, seqs: int) -> float:
+        """`work` over all layers (sliding layers capped at `window_units · window`), on the busiest
+        attention-DP rank (ceil(seqs / dp) of the sequences)."""
+        total = self._full_layers * work
         if self._sliding_layers:
-            cap = b.decode_seqs * self._window
-            work += self._sliding_layers * (ctx if ctx < cap else cap)
-        if self._dp > 1:
-            n = b.decode_seqs
-            work *= -(-n // self._dp) / n
-        return work * self._kv_s
+            cap = window_units * self._window
+            total += self._sliding_layers * (work if work < cap else cap)
+        if self._dp > 1 and seqs:
+            total *= -(-seqs // self._dp) / seqs
+        return total
 
     def breakdown(self, b: BatchShape) -> StepBreakdown:
         """The same time as `step_time`, split by bound and by op (slow path, for reports)."""
