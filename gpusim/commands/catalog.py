@@ -1,0 +1,52 @@
+"""`gpusim list` and `gpusim show`: the profiles gpusim knows, with sources and derived figures."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ls = sub.add_parser("list", help="list hardware, models or benchmarks")
+    ls.add_argument("kind", choices=["hardware", "models", "benchmarks"])
+    ls.set_defaults(func=_cmd_list)
+    sh = sub.add_parser("show", help="show one profile with its sources and derived figures")
+    sh.add_argument("kind", choices=["hardware", "model", "benchmark"])
+    sh.add_argument("name")
+    sh.set_defaults(func=_cmd_show)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from gpusim.specs.benchmark import benchmark_names
+    from gpusim.specs.hardware import all_profiles
+    from gpusim.specs.model import model_names
+
+    if args.kind == "hardware":
+        for kind, names in all_profiles().items():
+            print(f"{kind}: {', '.join(names)}")
+    else:
+        print("\n".join(model_names() if args.kind == "models" else benchmark_names()))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    import yaml
+
+    from gpusim.specs.benchmark import load_benchmark
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    if args.kind == "hardware":
+        hw = load_hardware(args.name)
+        doc = {"system": hw.system.model_dump(exclude_none=True), "gpu": hw.gpu.model_dump(exclude_none=True),
+               "nvlink": hw.nvlink.model_dump(exclude_none=True),
+               "scaleout": hw.scaleout.model_dump(exclude_none=True),
+               "derived": {k: round(v, 3) for k, v in hw.derived().items()}}
+    elif args.kind == "model":
+        m = load_model(args.name)
+        doc = {**m.model_dump(exclude_none=True), "derived": {
+            "total_params_b": round(m.total_params / 1e9, 2), "active_params_b": round(m.active_params / 1e9, 2),
+            "kv_bytes_per_token_bf16": m.kv_bytes_per_token(2)}}
+    else:
+        doc = load_benchmark(args.name).model_dump(exclude_none=True)
+    print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), end="")
+    return 0

@@ -1,0 +1,100 @@
+"""`gpusim run`: simulate one run from flags or an experiment YAML."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gpusim.errors import InputError
+
+SCENARIOS = ["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="simulate one run (flags, or an experiment YAML)")
+    r.add_argument("experiment", nargs="?", type=Path, help="experiment YAML (fields of a run, see README)")
+    r.add_argument("--hardware", help="system profile, e.g. gb300-nvl72 (gpusim list hardware)")
+    r.add_argument("--systems", type=int, help="systems joined over the scale-out fabric")
+    r.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1 (gpusim list benchmarks)")
+    r.add_argument("--scenario", choices=SCENARIOS)
+    r.add_argument("--qps", type=float, help="Poisson arrival rate (server, interactive)")
+    r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
+    r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
+    r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
+    r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
+    r.add_argument("--deployment", help="deployment YAML (default: chosen for the hardware and model)")
+    r.add_argument("--duration", dest="duration_s", type=float, help="seconds of arrivals (server)")
+    r.add_argument("--samples", type=int, help="requests to issue")
+    r.add_argument("--seed", type=int)
+    r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
+    r.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    r.set_defaults(func=_cmd_run)
+
+
+_RUN_FIELDS = ("hardware", "systems", "benchmark", "scenario", "qps", "concurrency", "isl", "osl", "trace",
+               "deployment", "duration_s", "samples", "seed")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from gpusim.api import run_spec
+    from gpusim.specs.experiment import RunSpec, load_run_spec
+    from gpusim.specs.loading import validate
+
+    flags = {k: getattr(args, k) for k in _RUN_FIELDS if getattr(args, k) is not None}
+    if args.experiment is not None:
+        base = load_run_spec(args.experiment)
+        source = str(args.experiment)
+        spec = validate(RunSpec, {**base.model_dump(exclude_unset=True), **flags}, source)
+    else:
+        source = "command line"
+        spec = validate(RunSpec, flags, source)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise InputError("command line", "out", f"{args.out} exists and is not a directory")
+    result = run_spec(spec, source)
+    if args.out is not None:
+        write_outputs(args.out, result)
+    if args.json:
+        print(json.dumps(result.summary))
+    else:
+        print(_format_summary(result.summary))
+    return 0
+
+
+def write_outputs(out: Path, result) -> None:
+    """Write each file under a temporary name first, so no half-written file is left behind."""
+    out.mkdir(parents=True, exist_ok=True)
+    writers = {
+        "summary.json": lambda p: p.write_text(json.dumps(result.summary, indent=2) + "\n"),
+        "requests.parquet": lambda p: result.requests.to_parquet(p, index=False),
+        "requests.csv": lambda p: result.requests.to_csv(p, index=False),
+    }
+    for name, write in writers.items():
+        tmp = out / f".{name}.tmp"
+        write(tmp)
+        tmp.replace(out / name)
+
+
+def _format_summary(s: dict) -> str:
+    dep = s["deployment"]
+    par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
+    lines = [
+        f"{s['benchmark']} ({s['model']}) on {s['systems']}× {s['hardware']} ({s['num_gpus']} GPUs), "
+        f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else ""),
+        f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
+        f"KV {dep['kv_cache']}, {s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
+        f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
+        f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
+        f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU",
+        f"TTFT        p50 {_ms(s['ttft_p50_s'])}  p99 {_ms(s['ttft_p99_s'])}",
+        f"TPOT        p50 {_ms(s['tpot_p50_s'])}  p99 {_ms(s['tpot_p99_s'])}",
+    ]
+    if s["valid"] is not None:
+        lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
+    return "\n".join(lines)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e3:,.1f} ms"
+
+
