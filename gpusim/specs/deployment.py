@@ -1,4 +1,4 @@
-"""How a model is deployed on the hardware: precisions, parallelism, batching limits, routing."""
+"""How a model is deployed on the hardware: precisions, parallelism, batching limits, serving features."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpusim.specs.hardware import Dtype
 
 
-class Deployment(BaseModel):
-    """One serving deployment. Every field is a what-if knob; defaults follow TensorRT-LLM's."""
+class Parallelism(BaseModel):
+    """The shape and limits of one instance (a model replica): parallelism and batching."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "custom"
-    software: str = "trtllm"
-    """Software profile (hardware_profiles/software/<name>.yaml): kernel efficiencies, overheads."""
-    weights: Dtype = "fp8"
-    activations: Dtype = "fp8"
-    kv_cache: Dtype = "fp8"
     tp: int = Field(1, ge=1)
     """Tensor parallelism: GPUs sharing each layer (attention heads, dense FFN)."""
     pp: int = Field(1, ge=1)
@@ -29,19 +23,14 @@ class Deployment(BaseModel):
     attention_dp: bool = False
     """Attention data parallelism: each of the `tp` ranks runs attention for its own requests."""
     instances: int | None = Field(None, ge=1)
-    """Model replicas; None fills the hardware (floor(GPUs / (tp·pp)))."""
+    """Replicas; None fills the hardware (floor(GPUs / (tp·pp)), or the GPUs left to this role)."""
     max_batch_size: int = Field(256, ge=1)
     """Most sequences in one step, per instance."""
     max_num_tokens: int = Field(8192, ge=1)
     """Token budget of one step (prefill chunk tokens + one per decode sequence)."""
-    chunked_prefill: bool = True
-    kv_block_tokens: int = Field(32, ge=1)
-    gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
-    """Fraction of HBM left after weights and workspace that the KV cache may take."""
-    router: Literal["round_robin", "least_loaded"] = "least_loaded"
 
     @model_validator(mode="after")
-    def _ep_divides_tp(self) -> Deployment:
+    def _ep_divides_tp(self) -> Parallelism:
         if self.tp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
         return self
@@ -49,3 +38,76 @@ class Deployment(BaseModel):
     @property
     def gpus_per_instance(self) -> int:
         return self.tp * self.pp
+
+
+class MTP(BaseModel):
+    """Multi-token prediction / speculative decoding: `depth` drafted tokens per step, each accepted with
+    probability `acceptance[i]` given that the previous ones were (1 + a1 + a1·a2 + … tokens per step)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    depth: int = Field(ge=1, le=8)
+    acceptance: list[float]
+    source: str = "user"
+
+    @model_validator(mode="after")
+    def _one_rate_per_depth(self) -> MTP:
+        if len(self.acceptance) != self.depth or not all(0 <= a <= 1 for a in self.acceptance):
+            raise ValueError(f"acceptance needs {self.depth} probabilities in [0, 1], got {self.acceptance}")
+        return self
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        """1 + a1 + a1·a2 + … + a1⋯ak (DESIGN §8)."""
+        total, run = 1.0, 1.0
+        for a in self.acceptance:
+            run *= a
+            total += run
+        return total
+
+
+class Deployment(Parallelism):
+    """One serving deployment. Every field is a what-if knob; defaults follow TensorRT-LLM's.
+
+    Aggregated serving uses the parallelism fields of the deployment itself. Disaggregated serving
+    (`mode: disaggregated`) runs a `prefill` pool and a `decode` pool, each with its own parallelism;
+    the KV cache moves from prefill to decode instances over the fabric.
+    """
+
+    name: str = "custom"
+    software: str = "trtllm"
+    """Software profile (hardware_profiles/software/<name>.yaml): kernel efficiencies, overheads."""
+    weights: Dtype = "fp8"
+    activations: Dtype = "fp8"
+    kv_cache: Dtype = "fp8"
+    chunked_prefill: bool = True
+    kv_block_tokens: int = Field(32, ge=1)
+    gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
+    """Fraction of HBM left after weights and workspace that the KV cache may take."""
+    router: Literal["round_robin", "least_loaded", "kv_aware"] = "least_loaded"
+    mode: Literal["aggregated", "disaggregated"] = "aggregated"
+    prefill: Parallelism | None = None
+    decode: Parallelism | None = None
+    mtp: MTP | None = None
+    expert_imbalance: float | None = Field(None, ge=1)
+    """Busiest expert-parallel rank's load over the mean; None takes the software profile's value."""
+    redundant_experts: int = Field(0, ge=0)
+    """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
+    prefix_cache: bool = False
+    """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
+
+    @model_validator(mode="after")
+    def _roles_match_mode(self) -> Deployment:
+        disagg = self.mode == "disaggregated"
+        if disagg and (self.prefill is None or self.decode is None):
+            raise ValueError("mode disaggregated needs both prefill and decode parallelism")
+        if not disagg and (self.prefill is not None or self.decode is not None):
+            raise ValueError("prefill/decode pools need mode: disaggregated")
+        return self
+
+    def role(self, name: Literal["prefill", "decode"]) -> Deployment:
+        """This deployment as one pool sees it: the pool's parallelism, everything else shared."""
+        pool = getattr(self, name)
+        if pool is None:
+            return self
+        return self.model_copy(update={**pool.model_dump(), "mode": "aggregated", "prefill": None, "decode": None})
