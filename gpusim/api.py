@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,21 +9,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.metrics import summarize
-from gpusim.deploy import check_deployment, default_deployment, instance_count
+from gpusim.build import Setup, prepare
 from gpusim.loadgen import scenarios
-from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
-from gpusim.perf.capacity import steady_state_qps
-from gpusim.perf.memory import plan_memory
-from gpusim.perf.step import StepCostModel
-from gpusim.sim.cluster import Cluster, SimStats
-from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
+from gpusim.sim.cluster import SimStats
+from gpusim.specs.benchmark import BenchmarkSpec
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.experiment import RunSpec, load_deployment
-from gpusim.specs.hardware import load_hardware
-from gpusim.specs.model import load_model
+from gpusim.specs.experiment import RunSpec
 
 
 @dataclass
@@ -52,47 +46,41 @@ def run(
 
 def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     """Simulate the run that `spec` describes."""
-    hw = load_hardware(spec.hardware, spec.systems)
-    bench = load_benchmark(spec.benchmark)
-    model = load_model(bench.model)
-    if spec.deployment is None:
-        dep, dep_source = default_deployment(hw, model), source
-    else:
-        dep, dep_source = load_deployment(spec.deployment)
-    check_deployment(hw, model, dep, dep_source)
-    cost, memory = StepCostModel(hw, model, dep), plan_memory(hw, model, dep)
-    instances = instance_count(hw, dep)
+    setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription)
+    workload = build_workload(spec, setup.bench, lambda: setup.expected_qps(spec.seed))
+    records, stats, wall = setup.simulate(workload)
+    return Result(summary=summarize_run(spec, setup, workload, records, stats, wall), requests=records,
+                  stats=stats)
 
-    def expected_qps() -> float:
-        isl, osl = dataset_lengths(bench, spec.seed)
-        return steady_state_qps(cost, memory, dep, instances, float(isl.mean()), float(osl.mean()))
 
-    workload = build_workload(spec, bench, expected_qps)
-    started = time.perf_counter()
-    cluster = Cluster(cost, memory, dep, workload, instances)
-    records = cluster.run().frame()
-    wall = time.perf_counter() - started
-    stats = cluster.stats()
-    gpus_used = instances * dep.gpus_per_instance
+def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,
+                  wall: float) -> dict:
+    """The JSON summary of a finished run."""
+    hw, dep, bench = setup.hardware, setup.deployment, setup.bench
     summary = {
         "hardware": hw.id,
         "systems": hw.systems,
-        "num_gpus": gpus_used,
+        "num_gpus": setup.num_gpus,
         "hardware_gpus": hw.num_gpus,
         "benchmark": bench.id,
-        "model": model.id,
+        "model": setup.model.id,
         "scenario": spec.scenario,
         "target_qps": spec.qps,
         "deployment": dep.model_dump(),
         "instances": stats.instances,
-        "kv_capacity_tokens_per_instance": stats.memory.kv_capacity_tokens,
-        **summarize(records, spec.scenario, bench.limits(spec.scenario), gpus_used),
+        "pools": [{"role": p.role, "instances": p.count, "gpus_per_instance": p.deployment.gpus_per_instance,
+                   "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
+        "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
+        **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
+        "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
+        "prefix_hit_rate": stats.prefix_hit_rate,
         "seed": spec.seed,
         "wall_s": wall,
     }
-    return Result(summary=_plain(summary), requests=records, stats=stats)
+    summary.update(energy_and_cost(summary, hw, stats))
+    return _plain(summary)
 
 
 def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:

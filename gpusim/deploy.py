@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpusim.errors import InputError
 from gpusim.perf.memory import plan_memory
+from gpusim.sim.instance import Role
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -12,31 +13,67 @@ WEIGHT_SHARE = 0.5
 """The default deployment keeps weights under this share of HBM, leaving the rest for the KV cache."""
 
 
+def roles(dep: Deployment) -> list[tuple[Role, Deployment]]:
+    """The pools of a deployment: one aggregated pool, or a prefill and a decode pool."""
+    if dep.mode == "aggregated":
+        return [("aggregated", dep)]
+    return [("prefill", dep.role("prefill")), ("decode", dep.role("decode"))]
+
+
+def pool_counts(hw: Hardware, dep: Deployment, source: str = "deployment") -> list[int]:
+    """Instances of each pool of `roles(dep)`: as many as named; an unnamed pool fills the GPUs left."""
+    parts = roles(dep)
+    named = sum((d.instances or 0) * d.gpus_per_instance for _, d in parts)
+    unnamed = [role for role, d in parts if d.instances is None]
+    if len(unnamed) > 1:
+        raise InputError(source, "prefill.instances", "disaggregated pools need the instance count of at "
+                         "least one pool; valid: prefill.instances or decode.instances set")
+    left = hw.num_gpus - named
+    counts = [d.instances or left // d.gpus_per_instance for _, d in parts]
+    for (role, d), n in zip(parts, counts, strict=True):
+        field = "instances" if role == "aggregated" else f"{role}.instances"
+        if n < 1:
+            raise InputError(source, field, f"no GPUs left for the {role} pool ({d.gpus_per_instance} GPUs per "
+                             f"instance, {max(left, 0)} of {hw.num_gpus} free)")
+    used = sum(n * d.gpus_per_instance for (_, d), n in zip(parts, counts, strict=True))
+    if used > hw.num_gpus:
+        raise InputError(source, "instances", f"the pools use {used} GPUs but {hw.systems}× {hw.id} has "
+                         f"{hw.num_gpus}; valid: at most {hw.num_gpus}")
+    return counts
+
+
 def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: str) -> None:
     """Fail with one clear line if `dep` cannot run on `hw` (memory is checked by plan_memory)."""
-    domain = hw.domain_gpus
-    if dep.gpus_per_instance > domain:
-        raise InputError(source, "tp", f"tp×pp = {dep.gpus_per_instance} exceeds the NVLink domain of "
-                         f"{hw.id} ({domain} GPUs); valid: tp·pp ≤ {domain}")
-    count = dep.instances or 0
-    if count * dep.gpus_per_instance > hw.num_gpus:
-        most = hw.num_gpus // dep.gpus_per_instance
-        raise InputError(source, "instances", f"{count} instances × {dep.gpus_per_instance} GPUs exceed the "
-                         f"{hw.num_gpus} GPUs of {hw.systems}× {hw.id}; valid: ≤ {most}")
-    if model.moe is None and dep.ep > 1:
-        raise InputError(source, "ep", f"{model.id} has no experts; valid: ep = 1")
-    if model.moe is not None and dep.ep > model.moe.num_experts:
-        raise InputError(source, "ep", f"ep {dep.ep} exceeds {model.id}'s {model.moe.num_experts} experts")
+    for role, d in roles(dep):
+        _check_parallelism(hw, model, d, source, "" if role == "aggregated" else f"{role}.")
     for field in ("weights", "activations", "kv_cache"):
         dtype = getattr(dep, field)
         if not hw.supports(dtype):
             valid = ", ".join(hw.gpu.dense_tflops)
             raise InputError(source, field, f"{hw.gpu.name} has no {dtype} tensor cores; valid: {valid}")
+    pool_counts(hw, dep, source)
+
+
+def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: str, prefix: str) -> None:
+    """One pool's parallelism. Groups wider than the NVLink domain are allowed only as attention-DP
+    plus expert parallelism (wide EP across systems, paying the scale-out fabric)."""
+    domain = hw.domain_gpus
+    wide_ep = d.attention_dp and d.ep == d.tp and d.pp == 1 and model.moe is not None
+    if d.gpus_per_instance > domain and not wide_ep:
+        raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the NVLink domain of "
+                         f"{hw.id} ({domain} GPUs); valid: tp·pp ≤ {domain}, or attention_dp with ep = tp")
+    if d.gpus_per_instance > hw.num_gpus:
+        raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the {hw.num_gpus} GPUs "
+                         f"of {hw.systems}× {hw.id}")
+    if model.moe is None and d.ep > 1:
+        raise InputError(source, f"{prefix}ep", f"{model.id} has no experts; valid: ep = 1")
+    if model.moe is not None and d.ep > model.moe.num_experts:
+        raise InputError(source, f"{prefix}ep", f"ep {d.ep} exceeds {model.id}'s {model.moe.num_experts} experts")
 
 
 def instance_count(hw: Hardware, dep: Deployment) -> int:
-    """The instances a deployment runs: as many as it names, or as many as fill the hardware."""
-    return dep.instances or hw.num_gpus // dep.gpus_per_instance
+    """GPUs-filling instance count of an aggregated deployment (the first pool's count)."""
+    return pool_counts(hw, dep)[0]
 
 
 def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:

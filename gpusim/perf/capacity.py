@@ -2,27 +2,42 @@
 
 MLPerf submitters size an Offline run from the `target_qps` they expect (LoadGen issues
 max(min_query_count, 1.1 · min_duration · target_qps) samples); they find it with a trial run. This
-estimate plays that role: each instance decodes a full batch (limited by `max_batch_size` and by the
-KV cache at the mean context) and prefills each prompt in token-budget chunks.
+estimate plays that role: an instance decodes a full batch (limited by `max_batch_size` and by the KV
+cache at the mean context) and prefills each prompt in token-budget chunks. An aggregated instance
+does both in turn; a disaggregated deployment runs at the pace of its slower pool.
 """
 
 from __future__ import annotations
 
-from gpusim.perf.memory import MemoryPlan
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 
 
-def steady_state_qps(
-    cost: StepCostModel, memory: MemoryPlan, dep: Deployment, instances: int, mean_isl: float, mean_osl: float
-) -> float:
-    """Requests per second of `instances` replicas at full batch for requests of the mean lengths."""
-    seq_tokens = mean_isl + mean_osl
-    batch = max(1, min(dep.max_batch_size, int(memory.kv_capacity_tokens // seq_tokens)))
-    context = mean_isl + mean_osl / 2
-    decode = cost.step_time(BatchShape(decode_seqs=batch, decode_context=int(batch * context)))
-    chunk = max(1, min(dep.max_num_tokens, int(mean_isl * batch)))
-    prefill = cost.step_time(BatchShape(prefill_tokens=chunk, prefill_attn_pairs=chunk * (mean_isl + 1) / 2,
-                                        prefill_seqs=max(1, int(chunk / mean_isl))))
-    seconds_per_request = decode * mean_osl / batch + prefill * mean_isl / chunk
-    return instances / seconds_per_request
+def decode_rate(cost: StepCostModel, kv_capacity_tokens: int, dep: Deployment, isl: float, osl: float) -> float:
+    """Requests per second one instance finishes decoding at full batch."""
+    batch = max(1, min(dep.max_batch_size, int(kv_capacity_tokens // (isl + osl))))
+    step = cost.step_time(BatchShape(decode_seqs=batch, decode_context=batch * (isl + osl / 2)))
+    rate = dep.mtp.expected_tokens_per_step if dep.mtp else 1.0
+    return batch * rate / (step * osl)
+
+
+def prefill_rate(cost: StepCostModel, dep: Deployment, isl: float) -> float:
+    """Requests per second one instance prefills in full token-budget chunks."""
+    chunk = max(1, dep.max_num_tokens)
+    seqs = max(1, int(chunk / isl))
+    step = cost.step_time(BatchShape(prefill_tokens=chunk, prefill_attn_pairs=chunk * (isl + 1) / 2,
+                                     prefill_seqs=seqs))
+    return chunk / (step * isl)
+
+
+def instance_rate(role: str, cost: StepCostModel, kv_capacity_tokens: int, dep: Deployment,
+                  isl: float, osl: float) -> float:
+    """Requests per second one instance of `role` sustains: prefill and decode in turn when aggregated."""
+    p = prefill_rate(cost, dep, isl) if role != "decode" else float("inf")
+    d = decode_rate(cost, kv_capacity_tokens, dep, isl, osl) if role != "prefill" else float("inf")
+    return 1 / (1 / p + 1 / d)
+
+
+def steady_state_qps(cost: StepCostModel, memory, dep: Deployment, instances: int, isl: float, osl: float) -> float:
+    """Requests per second of `instances` aggregated instances (see `instance_rate`)."""
+    return instances * instance_rate("aggregated", cost, memory.kv_capacity_tokens, dep, isl, osl)

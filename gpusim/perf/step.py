@@ -40,8 +40,12 @@ class BatchShape:
     prefill_seqs: int = 0
     decode_seqs: int = 0
     """Sequences producing one token this step."""
-    decode_context: int = 0
+    decode_context: float = 0
     """Σ context lengths (KV tokens read) over decode sequences."""
+    attn_rank_context: float = 0
+    """Attention DP: decode context of the busiest rank (0: assume an even split, ceil(seqs / dp))."""
+    attn_rank_seqs: int = 0
+    """Attention DP: decode sequences of that rank."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,6 @@ class StepCostModel:
         self._pair_s = a.prefill_flops_per_pair / p_attn
         t_dec_c = a.decode_flops_per_kv / p_attn
         t_dec_m = a.decode_bytes_per_kv / bw_attn
-        self._kv_s = max(t_dec_c, t_dec_m)
-        self._decode_bound = "compute" if t_dec_c > t_dec_m else "memory"
         self._full_layers = a.full_layers
         self._sliding_layers = a.sliding_layers
         self._window = a.window
@@ -100,6 +102,13 @@ class StepCostModel:
         self._attn_launch = (a.full_layers + a.sliding_layers) * self._launch
 
         self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
+
+        # MTP: each decode sequence verifies 1 + depth tokens; the draft module runs `depth` times.
+        self._depth = deployment.mtp.depth if deployment.mtp else 0
+        self._verify = 1 + self._depth
+        self._kv_s = max(t_dec_c * self._verify, t_dec_m)
+        self._decode_bound = "compute" if t_dec_c * self._verify > t_dec_m else "memory"
+        self._layers = model.num_layers
 
     # ---- collectives ----------------------------------------------------------------------
     def _link(self, c: CommOp) -> tuple[float, float, bool]:
@@ -149,23 +158,34 @@ class StepCostModel:
     # ---- the interface ----------------------------------------------------------------------
     def step_time(self, b: BatchShape) -> float:
         """Seconds for one step of one instance (hot path: a dict lookup and a few float operations)."""
-        t = b.prefill_tokens + b.decode_seqs
+        t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return 0.0
         s = self._cache.get(t)
         if s is None:
             s = self._fill(t)
         s += self._step_overhead
-        r = b.decode_seqs + b.prefill_seqs
+        r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
-            c = self._lm_c0 + r * self._lm_c1
-            m = self._lm_m0 + r * self._lm_m1
-            s += (c if c > m else m) + self._lm_launch
+            s += self._lm_head(r)[0] + self._lm_launch
         if b.prefill_attn_pairs:
             s += self._prefill_attention(b) + self._attn_launch
         if b.decode_seqs:
             s += self._decode_attention(b) + self._attn_launch
+            if self._depth:
+                s += self._draft(b.decode_seqs)
         return s
+
+    def _lm_head(self, rows: int) -> tuple[float, str]:
+        """LM head over `rows` sampled rows: (seconds without launch, bound)."""
+        c = self._lm_c0 + rows * self._lm_c1
+        m = self._lm_m0 + rows * self._lm_m1
+        return (c, "compute") if c > m else (m, "memory")
+
+    def _draft(self, seqs: int) -> float:
+        """MTP drafting: `depth` sequential passes of one layer and the LM head over the decode rows."""
+        layer = (self._cache.get(seqs) or self._fill(seqs)) / self._layers
+        return self._depth * (layer + self._lm_head(seqs)[0] + self._lm_launch)
 
     def _prefill_attention(self, b: BatchShape) -> float:
         """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window."""
@@ -173,7 +193,10 @@ class StepCostModel:
         return pairs * self._pair_s
 
     def _decode_attention(self, b: BatchShape) -> float:
-        """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window."""
+        """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window.
+        With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
+        if self._dp > 1 and b.attn_rank_seqs:
+            return self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1) * self._kv_s
         return self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs) * self._kv_s
 
     def _attention_work(self, work: float, window_units: int, seqs: int) -> float:
@@ -190,22 +213,22 @@ class StepCostModel:
     def breakdown(self, b: BatchShape) -> StepBreakdown:
         """The same time as `step_time`, split by bound and by op (slow path, for reports)."""
         total = self.step_time(b)
-        t = b.prefill_tokens + b.decode_seqs
+        t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, {})
         parts = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
         by_op: dict[str, float] = {}
         launches = 0.0
         items = self._token_items(t)
-        r = b.decode_seqs + b.prefill_seqs
+        r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
-            c = self._lm_c0 + r * self._lm_c1
-            m = self._lm_m0 + r * self._lm_m1
-            items.append(("lm_head", max(c, m), "compute" if c > m else "memory", self._lm_launch))
+            items.append(("lm_head", *self._lm_head(r), self._lm_launch))
         if b.prefill_attn_pairs:
             items.append(("attention_prefill", self._prefill_attention(b), "compute", self._attn_launch))
         if b.decode_seqs:
             items.append(("attention_decode", self._decode_attention(b), self._decode_bound, self._attn_launch))
+            if self._depth:
+                items.append(("mtp_draft", self._draft(b.decode_seqs), "compute", 0.0))
         for name, sec, bound, launch in items:
             parts[bound] += sec
             launches += launch

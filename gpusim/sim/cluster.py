@@ -1,44 +1,69 @@
-"""A cluster of instances on the hardware, fed by a workload through a router."""
+"""A cluster: pools of instances placed on the hardware, routers, the request source and KV transfers."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import simpy
 
 from gpusim.loadgen.workload import Workload
-from gpusim.perf.memory import MemoryPlan
-from gpusim.sim.instance import Instance, StepCost
+from gpusim.sim.fabric import Fabric
+from gpusim.sim.instance import Instance, Role, StepCost
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.router import make_router
+from gpusim.sim.topology import Placement, Topology
 from gpusim.specs.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class Pool:
+    """`count` instances of one role, with their cost model and KV capacity per instance."""
+
+    role: Role
+    cost: StepCost
+    kv_capacity_tokens: int
+    deployment: Deployment
+    """The deployment as this pool sees it (its own parallelism)."""
+    count: int
 
 
 @dataclass
 class SimStats:
-    """Engine counters of one run, for speed reports and invariants."""
+    """Engine counters of one run, for speed reports, energy and invariants."""
 
     instances: int
     steps: int
     busy_s: list[float]
-    memory: MemoryPlan
+    roles: list[str]
+    prefix_hit_rate: float | None
 
 
 class Cluster:
-    """Instances of one deployment filling the hardware, a router, and the request source."""
+    """Instances of every pool, placed in order on the topology; requests enter through the router of
+    the first pool (aggregated or prefill); prefill instances hand KV caches to the decode pool."""
 
-    def __init__(self, cost: StepCost, memory: MemoryPlan, deployment: Deployment, workload: Workload,
-                 instances: int) -> None:
-        self.cost, self.memory, self.workload = cost, memory, workload
+    def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
+                 router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None) -> None:
         self.env = simpy.Environment()
+        self.workload = workload
         self.records = Records(workload.input_tokens, workload.output_tokens)
-        self.instances = [
-            Instance(self.env, i, cost, memory.kv_capacity_tokens, deployment, self.records, self._on_complete)
-            for i in range(instances)
-        ]
-        self.router = make_router(deployment.router, self.instances)
+        self.topology = topology or Topology()
+        self.fabric = Fabric(self.env)
+        self.kv_bytes = kv_bytes or (lambda tokens: 0.0)
+        sizes = [p.deployment.gpus_per_instance for p in pools for _ in range(p.count)]
+        self.placement: list[Placement] = self.topology.place(sizes)
+        self.instances: list[Instance] = []
+        for pool in pools:
+            for _ in range(pool.count):
+                self.instances.append(Instance(
+                    self.env, len(self.instances), pool.cost, pool.kv_capacity_tokens, pool.deployment,
+                    self.records, self._on_complete, role=pool.role, handoff=self._handoff))
+        front = [i for i in self.instances if i.role != "decode"]
+        back = [i for i in self.instances if i.role == "decode"]
+        self.router = make_router(router, front)
+        self.decode_router = make_router("least_loaded", back) if back else None
         self.issued = 0
 
     def run(self) -> Records:
@@ -48,11 +73,14 @@ class Cluster:
         return self.records
 
     def stats(self) -> SimStats:
+        caches = [i.prefix for i in self.instances if i.prefix is not None]
+        looked = sum(c.lookups_tokens for c in caches)
         return SimStats(
             instances=len(self.instances),
             steps=sum(i.steps_run for i in self.instances),
             busy_s=[i.busy_s for i in self.instances],
-            memory=self.memory,
+            roles=[i.role for i in self.instances],
+            prefix_hit_rate=sum(c.hits_tokens for c in caches) / looked if looked else None,
         )
 
     def _source(self) -> Generator[simpy.Event, object, None]:
@@ -70,10 +98,26 @@ class Cluster:
         i = self.issued
         self.issued += 1
         self.records.scheduled_s[i] = self.env.now
-        req = Request(i, int(self.workload.input_tokens[i]), int(self.workload.output_tokens[i]))
+        hashes = self.workload.prefix_hashes[i] if self.workload.prefix_hashes else None
+        req = Request(i, int(self.workload.input_tokens[i]), int(self.workload.output_tokens[i]), hashes)
         inst = self.router.pick(req)
         self.records.instance[i] = inst.index
-        inst.submit(req)
+        if self.placement[inst.index].system == 0:
+            inst.submit(req)
+        else:  # the front end sits in system 0: dispatch crosses the scale-out fabric
+            self.env.timeout(self.topology.scaleout_latency).callbacks.append(lambda _: inst.submit(req))
+
+    def _handoff(self, src: Instance, req: Request) -> None:
+        """Move a prefilled request's KV cache to a decode instance over the fabric."""
+        dst = self.decode_router.pick(req)
+        rec = self.records
+        rec.prefill_instance[req.id], rec.instance[req.id] = src.index, dst.index
+        rec.handoffs[req.id] += 1
+        links, latency = self.topology.path(self.placement[src.index], self.placement[dst.index])
+        start = self.env.now
+        landed = self.fabric.transfer(links, self.kv_bytes(req.prompt + req.generated), latency)
+        landed.callbacks.append(lambda _: rec.kv_transfer_s.__setitem__(req.id, self.env.now - start))
+        dst.submit_prefilled(req, landed)
 
     def _on_complete(self, req: Request) -> None:
         if self.workload.concurrency is not None and self.issued < len(self.workload):

@@ -1,11 +1,16 @@
 """One serving instance: the continuous-batching loop of TensorRT-LLM / vLLM as a SimPy process.
 
 Each step admits waiting requests within the token budget (`max_num_tokens`) and batch limit, runs
-prefill chunks beside one token for every decoding sequence, and asks the cost model for the time.
-Stretches of pure decode between two batch changes run as one event (the step time is linear in
-the growing context, so their total has a closed form), interrupted only if an arrival could join.
+prefill chunks beside one decode step of every running sequence, and asks the cost model for the
+time. Stretches of pure decode between two batch changes run as one event (the step time is linear
+in the growing context, so their total has a closed form), interrupted only if an arrival could join.
 Per-step work is O(1) in the batch size: context sums are kept incrementally and completions come
 off a heap keyed by the decode step at which each sequence finishes.
+
+Roles: an `aggregated` instance prefills and decodes; a `prefill` instance hands each request off
+(`handoff`) once its first token is out; a `decode` instance takes requests whose KV has arrived
+(`submit_prefilled`). With MTP a decode step emits `rate` = 1 + a1 + a1·a2 + … tokens per sequence
+(the expected accepted length).
 """
 
 from __future__ import annotations
@@ -14,16 +19,22 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Protocol
+from typing import Literal, Protocol
 
 import simpy
 
 from gpusim.errors import InputError
 from gpusim.perf.step import BatchShape
 from gpusim.sim.kvcache import KVCache
+from gpusim.sim.prefixcache import PrefixCache
+from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.specs.deployment import Deployment
+
+Role = Literal["aggregated", "prefill", "decode"]
+PREFIX_BLOCK_TOKENS = 512
+"""Prefix-cache block size: the block of the Mooncake traces' hash ids."""
 
 
 class StepCost(Protocol):
@@ -47,69 +58,90 @@ class Instance:
         deployment: Deployment,
         records: Records,
         on_complete: Callable[[Request], None],
+        role: Role = "aggregated",
+        handoff: Callable[[Instance, Request], None] | None = None,
     ) -> None:
-        self.env, self.index, self.cost, self.records = env, index, cost, records
-        self.on_complete = on_complete
+        self.env, self.index, self.cost, self.records, self.role = env, index, cost, records, role
+        self.on_complete, self.handoff = on_complete, handoff
         self.max_batch = deployment.max_batch_size
         self.budget = deployment.max_num_tokens
         self.chunked = deployment.chunked_prefill
+        self.rate = deployment.mtp.expected_tokens_per_step if deployment.mtp and role != "prefill" else 1.0
         self.kv = KVCache(kv_capacity_tokens, deployment.kv_block_tokens)
+        self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS) if deployment.prefix_cache else None
+        dp = deployment.tp if deployment.attention_dp and deployment.tp > 1 else 1
+        self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
         self.waiting: deque[Request] = deque()
+        """Requests to prefill (new, or preempted for recompute)."""
+        self.arrived: deque[Request] = deque()
+        """Decode role: requests whose KV has landed, waiting for room in the batch."""
         self.prefilling: list[Request] = []
         self.decoding: dict[int, Request] = {}
         """Decoding requests in the order they joined (the last is preempted first)."""
         self.finish_heap: list[tuple[int, int, int]] = []
         """(decode step at which it finishes, epoch, request id)."""
         self.step = 0
-        """Decode steps run so far: every decoding sequence gains one token per step."""
-        self.ctx_sum = 0
+        """Decode steps run so far: every decoding sequence gains `rate` tokens per step."""
+        self.ctx_sum = 0.0
         """Σ context of the decoding sequences (the KV tokens one decode step reads)."""
         self.outstanding_tokens = 0
-        """Prompt + output tokens of the requests assigned and not finished (for routing)."""
+        """Work assigned and not finished, in tokens (for routing)."""
         self.steps_run = 0
         self.busy_s = 0.0
         self._wake: simpy.Event | None = None
         env.process(self._run())
 
-    # ---- interface to the router --------------------------------------------------------------
+    # ---- interface to routers and the cluster --------------------------------------------------
     def submit(self, req: Request) -> None:
-        """Queue a request; wakes the loop if it idles or could admit it now."""
+        """Queue a new request for prefill."""
+        self._assign(req, req.prompt if self.role == "prefill" else req.prompt + req.output)
         self.waiting.append(req)
-        self.outstanding_tokens += req.prompt + req.output
+        self._poke()
+
+    def submit_prefilled(self, req: Request, landed: simpy.Event) -> None:
+        """Decode role: take `req` (its decode work counts from now) once its KV cache has `landed`."""
+        self._assign(req, req.output - req.generated)
+        landed.callbacks.append(lambda _: self._arrive(req))
+
+    def _arrive(self, req: Request) -> None:
+        self.arrived.append(req)
+        self._poke()
+
+    def _assign(self, req: Request, load: int) -> None:
+        req.load = load
+        self.outstanding_tokens += load
+
+    def _poke(self) -> None:
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
-    @property
-    def load(self) -> int:
-        return self.outstanding_tokens
+    def prefix_overlap(self, req: Request) -> int:
+        """Prompt tokens this instance's prefix cache already holds for `req`."""
+        if self.prefix is None or not req.hashes:
+            return 0
+        return self.prefix.match(req.hashes) * PREFIX_BLOCK_TOKENS
 
     # ---- the loop ----------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, object, None]:
         env = self.env
         while True:
-            if not (self.decoding or self.prefilling or self.waiting):
+            if not (self.decoding or self.prefilling or self.waiting or self.arrived):
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
                 continue
             self._make_room()
+            self._admit_arrived()
             chunks, pairs = self._schedule_prefill()
             if chunks or not self.decoding or not self.fast_forward:
                 if not chunks and not self.decoding:
-                    req = self.waiting[0]
+                    req = (self.waiting or self.arrived)[0]
                     raise InputError(
                         "workload", "input_tokens",
                         f"a request of {req.prefill_target} tokens cannot fit in the KV cache of one "
                         f"instance ({self.kv.capacity} tokens); use more GPUs per instance or fp8/fp4 KV",
                     )
-                shape = BatchShape(
-                    prefill_tokens=sum(c for _, c in chunks),
-                    prefill_attn_pairs=pairs,
-                    prefill_seqs=len(chunks),
-                    decode_seqs=len(self.decoding),
-                    decode_context=self.ctx_sum,
-                )
-                dt = self.cost.step_time(shape)
+                dt = self.cost.step_time(self._shape(sum(c for _, c in chunks), pairs, len(chunks)))
                 yield env.timeout(dt)
                 self.busy_s += dt
                 self._advance(1 if self.decoding else 0)
@@ -118,16 +150,23 @@ class Instance:
                 yield from self._decode_span()
             self._complete_due()
 
+    def _shape(self, prefill_tokens: int = 0, pairs: float = 0.0, prefill_seqs: int = 0,
+               ahead: int = 0) -> BatchShape:
+        """The step's batch; `ahead` decode steps later for the pure-decode slope."""
+        b = len(self.decoding)
+        rank_ctx, rank_seqs = self.ranks.busiest(self.step + ahead) if (self.ranks and b) else (0.0, 0)
+        return BatchShape(prefill_tokens=prefill_tokens, prefill_attn_pairs=pairs, prefill_seqs=prefill_seqs,
+                          decode_seqs=b, decode_context=self.ctx_sum + ahead * b * self.rate,
+                          attn_rank_context=rank_ctx, attn_rank_seqs=rank_seqs)
+
     def _decode_span(self) -> Generator[simpy.Event, object, None]:
         """Run pure-decode steps up to the next completion (or KV limit) as one event."""
         env, b = self.env, len(self.decoding)
-        n = max(1, min(self._next_finish() - self.step, self.kv.free // b))
-        t0 = self.cost.step_time(BatchShape(decode_seqs=b, decode_context=self.ctx_sum))
-        slope = 0.0
-        if n > 1:
-            slope = self.cost.step_time(BatchShape(decode_seqs=b, decode_context=self.ctx_sum + b)) - t0
+        n = max(1, min(self._next_finish() - self.step, int(self.kv.free // (b * self.rate))))
+        t0 = self.cost.step_time(self._shape())
+        slope = self.cost.step_time(self._shape(ahead=1)) - t0 if n > 1 else 0.0
         total = _span(n, t0, slope)
-        can_admit = not self.waiting and b + len(self.prefilling) < self.max_batch
+        can_admit = not self.waiting and not self.arrived and b + len(self.prefilling) < self.max_batch
         if n == 1 or not can_admit:
             yield env.timeout(total)
             done = n
@@ -145,21 +184,42 @@ class Instance:
         self._advance(done)
 
     # ---- scheduling -------------------------------------------------------------------------
-    def _make_room(self) -> None:
-        """Preempt the newest decoding sequences (recompute) until one more step fits.
+    def _free_for(self, tokens: float) -> bool:
+        """Whether `tokens` fit, evicting idle prefix-cache blocks if that makes them fit."""
+        if self.kv.free >= tokens:
+            return True
+        if self.prefix is not None and self.kv.free + self.prefix.evictable_tokens >= tokens:
+            self.prefix.evict(math.ceil(tokens))
+            return self.kv.free >= tokens
+        return False
 
-        One more step grows every decoding sequence by a token and lets every prefilling one join.
-        """
-        while self.decoding and self.kv.free < len(self.decoding) + len(self.prefilling):
+    def _growth(self) -> float:
+        """KV tokens one more step adds: `rate` per decoding sequence, one per prefill that may finish."""
+        return len(self.decoding) * self.rate + len(self.prefilling)
+
+    def _make_room(self) -> None:
+        """Preempt the newest decoding sequences (recompute) until one more step fits."""
+        while self.decoding and not self._free_for(self._growth()):
             rid, req = self.decoding.popitem()
-            ctx = req.context_at(self.step)
-            req.generated += self.step - req.join_step
-            self.ctx_sum -= ctx
-            self.kv.release(ctx)
+            ctx = req.context_at(self.step, self.rate)
+            req.generated = min(req.output - 1, req.generated + int((self.step - req.join_step) * self.rate))
+            self._leave_decode(req, ctx)
+            self._release(req, ctx, keep_prefix=False)
             req.computed = 0
             req.epoch += 1
             self.records.preemptions[rid] += 1
             self.waiting.appendleft(req)
+
+    def _admit_arrived(self) -> None:
+        """Decode role: join requests whose KV has landed while the batch and KV have room."""
+        while self.arrived and len(self.decoding) + len(self.prefilling) < self.max_batch:
+            req = self.arrived[0]
+            ctx = req.prompt + req.generated
+            if not self._free_for(ctx + self.kv.block - 1 + self._growth() + self.rate):
+                break
+            self.arrived.popleft()
+            self.kv.add_sequence(ctx)
+            self._join_decode(req)
 
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:
         """Prefill chunks for this step: continuing prefills first, then new admissions."""
@@ -176,26 +236,43 @@ class Instance:
         while self.waiting and budget > 0 and len(self.decoding) + len(self.prefilling) < self.max_batch:
             req = self.waiting[0]
             target = req.prefill_target
-            if not self.kv.fits_new(target + 1 + len(self.decoding) + len(self.prefilling)):
+            cached = self._cached_blocks(req, target)
+            own = target - cached * PREFIX_BLOCK_TOKENS
+            if not self._free_for(own + self.kv.block + self._growth()):
                 break
-            if not self.chunked and target > budget and (chunks or self.decoding):
+            if not self.chunked and own > budget and (chunks or self.decoding):
                 break
             self.waiting.popleft()
-            self.kv.add_sequence(target)
+            self._pin(req, cached)
+            self.kv.add_sequence(own)
             self.prefilling.append(req)
-            c = target if not self.chunked else min(target, budget)
+            c = min(own, budget) if self.chunked else own
             chunks.append((req, c))
-            pairs += c * (c + 1) / 2
+            pairs += c * req.computed + c * (c + 1) / 2
             budget -= c
         return chunks, pairs
 
+    def _cached_blocks(self, req: Request, target: int) -> int:
+        """Leading prompt blocks reusable from the prefix cache (at least one token is computed)."""
+        if self.prefix is None or not req.hashes:
+            return 0
+        return min(self.prefix.match(req.hashes), (target - 1) // PREFIX_BLOCK_TOKENS)
+
+    def _pin(self, req: Request, blocks: int) -> None:
+        req.pinned, req.shared = blocks, blocks * PREFIX_BLOCK_TOKENS
+        req.computed = req.shared
+        if self.prefix is not None and req.hashes:
+            self.prefix.lookups_tokens += req.prompt
+            self.prefix.hits_tokens += req.shared
+            self.prefix.acquire(req.hashes[:blocks])
+
     # ---- applying a step's results ------------------------------------------------------------
     def _advance(self, steps: int) -> None:
-        b = len(self.decoding)
+        grown = len(self.decoding) * steps * self.rate
         self.step += steps
         self.steps_run += max(steps, 1)
-        self.ctx_sum += b * steps
-        self.kv.grow(b * steps)
+        self.ctx_sum += grown
+        self.kv.grow(grown)
 
     def _finish_chunks(self, chunks: list[tuple[Request, int]]) -> None:
         now = self.env.now
@@ -204,18 +281,47 @@ class Instance:
             if req.computed < req.prefill_target:
                 continue
             self.prefilling.remove(req)
+            ctx = req.prefill_target
             req.generated += 1
             if req.generated == 1:
                 self.records.first_token_s[req.id] = now
             if req.generated >= req.output:
-                self.kv.release(req.prefill_target - 1)
+                self._release(req, ctx, keep_prefix=True)
                 self._finish(req)
-                continue
-            self.kv.grow(1)
-            req.join_step = self.step
-            self.decoding[req.id] = req
-            self.ctx_sum += req.prompt + req.generated
-            heapq.heappush(self.finish_heap, (self.step + req.output - req.generated, req.epoch, req.id))
+            elif self.role == "prefill":
+                self._release(req, ctx, keep_prefix=True)
+                self._unassign(req)
+                self.handoff(self, req)
+            else:
+                self.kv.grow(1)
+                self._join_decode(req)
+
+    def _join_decode(self, req: Request) -> None:
+        req.join_step = self.step
+        req.ctx_join = req.prompt + req.generated
+        self.decoding[req.id] = req
+        self.ctx_sum += req.ctx_join
+        if self.ranks is not None:
+            req.rank = self.ranks.join(req.ctx_join, self.step)
+        steps = math.ceil((req.output - req.generated) / self.rate - 1e-9)
+        heapq.heappush(self.finish_heap, (self.step + max(1, steps), req.epoch, req.id))
+
+    def _leave_decode(self, req: Request, ctx: float) -> None:
+        self.ctx_sum -= ctx
+        if self.ranks is not None:
+            self.ranks.leave(req.rank, ctx, self.step)
+
+    def _release(self, req: Request, ctx: float, keep_prefix: bool) -> None:
+        """Free the request's KV; with a prefix cache its pinned blocks are unpinned and, when
+        `keep_prefix`, its own full prompt blocks stay cached."""
+        own = ctx - req.shared
+        if self.prefix is not None and req.hashes:
+            self.prefix.release(req.hashes[:req.pinned])
+            if keep_prefix:
+                full = req.prompt // PREFIX_BLOCK_TOKENS
+                own -= self.prefix.adopt(req.hashes[req.pinned:full]) * PREFIX_BLOCK_TOKENS
+        req.pinned = req.shared = 0
+        self.kv.release(own)
 
     def _next_finish(self) -> int:
         heap = self.finish_heap
@@ -231,17 +337,21 @@ class Instance:
             if req is None or req.epoch != epoch:
                 continue
             del self.decoding[rid]
-            ctx = req.context_at(self.step)
-            self.ctx_sum -= ctx
-            self.kv.release(ctx)
+            ctx = req.context_at(self.step, self.rate)
+            self._leave_decode(req, ctx)
+            self._release(req, ctx, keep_prefix=True)
             req.generated = req.output
             self._finish(req)
+
+    def _unassign(self, req: Request) -> None:
+        self.outstanding_tokens -= req.load
+        req.load = 0
 
     def _finish(self, req: Request) -> None:
         self.records.completion_s[req.id] = self.env.now
         self.records.completed += 1
         self.records.generated_tokens += req.output
-        self.outstanding_tokens -= req.prompt + req.output
+        self._unassign(req)
         self.on_complete(req)
 
 

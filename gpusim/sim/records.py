@@ -20,6 +20,10 @@ class Records:
         self.completion_s = np.full(n, np.nan)
         self.instance = np.full(n, -1, dtype=np.int64)
         self.preemptions = np.zeros(n, dtype=np.int64)
+        self.prefill_instance = np.full(n, -1, dtype=np.int64)
+        """Disaggregated serving: the prefill instance (`instance` is then the decode instance)."""
+        self.handoffs = np.zeros(n, dtype=np.int64)
+        self.kv_transfer_s = np.zeros(n)
         self.completed = 0
         self.generated_tokens = 0
 
@@ -35,7 +39,10 @@ class Records:
                 "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "preemptions": self.preemptions,
+                "prefill_instance": self.prefill_instance,
+                "handoffs": self.handoffs,
+                "kv_transfer_s": self.kv_transfer_s,
             },
-            columns=REQUEST_COLUMNS,
+            columns=[*REQUEST_COLUMNS, "prefill_instance", "handoffs", "kv_transfer_s"],
         )
         return df[np.isfinite(self.completion_s)].reset_index(drop=True)

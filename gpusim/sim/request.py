@@ -6,31 +6,40 @@ from __future__ import annotations
 class Request:
     """A request's progress. Times live in the run's record arrays, indexed by `id`.
 
-    `generated` counts tokens already emitted to the user; `computed` counts prompt tokens whose KV
-    exists. Preemption (recompute, as in vLLM) drops the KV: `computed` returns to 0 and the next
-    prefill covers the prompt plus the tokens generated so far, which are kept (already emitted).
+    `generated` counts tokens emitted to the user as of the last batch change; `computed` counts prompt
+    tokens whose KV exists. Preemption (recompute, as in vLLM) drops the request's own KV: `computed`
+    returns to 0 and the next prefill covers the prompt plus the tokens generated so far, which are
+    kept (already emitted). `shared` tokens sit in prefix-cache blocks pinned by this request.
     """
 
-    __slots__ = ("computed", "epoch", "generated", "id", "join_step", "output", "prompt", "reserved")
+    __slots__ = ("computed", "ctx_join", "epoch", "generated", "hashes", "id", "join_step", "load", "output",
+                 "pinned", "prompt", "rank", "shared")
 
-    def __init__(self, rid: int, prompt: int, output: int) -> None:
+    def __init__(self, rid: int, prompt: int, output: int, hashes: tuple[int, ...] | None = None) -> None:
         self.id = rid
         self.prompt = prompt
         self.output = output
+        self.hashes = hashes
         self.generated = 0
         self.computed = 0
-        self.reserved = 0
-        """KV tokens held in the instance's cache."""
+        self.shared = 0
+        self.pinned = 0
+        """Leading prompt blocks pinned in the instance's prefix cache."""
         self.join_step = 0
         """The instance's decode-step counter when this request joined the decode batch."""
+        self.ctx_join = 0.0
         self.epoch = 0
         """Bumped on preemption so stale heap entries are skipped."""
+        self.rank = 0
+        """Attention-DP rank holding this request's KV."""
+        self.load = 0
+        """Work this request added to its instance's routing load."""
 
     @property
     def prefill_target(self) -> int:
-        """Tokens the (re)prefill must compute: the prompt plus what was generated before a preemption."""
+        """Tokens the (re)prefill must cover: the prompt plus what was generated before a preemption."""
         return self.prompt + self.generated
 
-    def context_at(self, step: int) -> int:
-        """KV tokens of a decoding request at decode-step counter `step`."""
-        return self.prompt + self.generated + (step - self.join_step)
+    def context_at(self, step: int, rate: float) -> float:
+        """KV tokens of a decoding request at decode step `step` (`rate` tokens per step)."""
+        return self.ctx_join + (step - self.join_step) * rate

@@ -1,4 +1,4 @@
-"""Routers assign each arriving request to an instance."""
+"""Routers assign each request to an instance of a pool."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class RoundRobin:
 
 
 class LeastLoaded:
-    """The instance with the least outstanding work (prompt + output tokens not yet finished)."""
+    """The instance with the least outstanding work (tokens assigned and not finished)."""
 
     def __init__(self, instances: Sequence[Instance]) -> None:
         self.instances = instances
@@ -35,11 +35,22 @@ class LeastLoaded:
         return min(self.instances, key=_load)
 
 
+class KVAware:
+    """The instance where the request adds the least work: prompt tokens its prefix cache does not
+    hold plus the work already queued there (as Dynamo's KV router weighs overlap against load)."""
+
+    def __init__(self, instances: Sequence[Instance]) -> None:
+        self.instances = instances
+
+    def pick(self, req: Request) -> Instance:
+        return min(self.instances, key=lambda i: i.outstanding_tokens + req.prompt - i.prefix_overlap(req))
+
+
 def _load(inst: Instance) -> int:
     return inst.outstanding_tokens
 
 
-ROUTERS: dict[str, type] = {"round_robin": RoundRobin, "least_loaded": LeastLoaded}
+ROUTERS: dict[str, type] = {"round_robin": RoundRobin, "least_loaded": LeastLoaded, "kv_aware": KVAware}
 
 
 def make_router(name: str, instances: Sequence[Instance]) -> Router:

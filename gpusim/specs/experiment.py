@@ -35,6 +35,8 @@ class RunSpec(BaseModel):
     samples: int | None = Field(None, ge=1)
     """Requests to issue (Offline: MLPerf's min query count by default)."""
     seed: int = 0
+    oversubscription: float = Field(1.0, ge=1)
+    """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
 
     @model_validator(mode="after")
     def _scenario_needs(self) -> RunSpec:

@@ -1,0 +1,83 @@
+"""A deployment made ready to simulate: hardware, benchmark, model, pools with cost models, topology."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+
+from gpusim.deploy import check_deployment, default_deployment, pool_counts, roles
+from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.workload import Workload
+from gpusim.perf.capacity import instance_rate
+from gpusim.perf.memory import plan_memory
+from gpusim.perf.ops import DTYPE_BYTES
+from gpusim.perf.step import StepCostModel
+from gpusim.sim.cluster import Cluster, Pool, SimStats
+from gpusim.sim.topology import Topology
+from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.experiment import load_deployment
+from gpusim.specs.hardware import Hardware, load_hardware
+from gpusim.specs.model import ModelSpec, load_model
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a simulation needs except the workload."""
+
+    hardware: Hardware
+    bench: BenchmarkSpec
+    model: ModelSpec
+    deployment: Deployment
+    pools: tuple[Pool, ...]
+    oversubscription: float = 1.0
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs the deployment uses."""
+        return sum(p.count * p.deployment.gpus_per_instance for p in self.pools)
+
+    def expected_qps(self, seed: int = 0) -> float:
+        """Steady-state requests per second at the dataset's mean lengths (a submitter's trial run)."""
+        isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
+        return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
+                   for p in self.pools)
+
+    def with_deployment(self, dep: Deployment, source: str = "deployment") -> Setup:
+        """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
+        return make_setup(self.hardware, self.bench, self.model, dep, source, self.oversubscription)
+
+    def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
+        """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""
+        started = time.perf_counter()
+        kvb = DTYPE_BYTES[self.deployment.kv_cache]
+        cluster = Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware, self.oversubscription),
+                          self.deployment.router, lambda tokens: self.model.kv_bytes(int(tokens), kvb))
+        records = cluster.run().frame()
+        return records, cluster.stats(), time.perf_counter() - started
+
+
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str,
+               oversubscription: float = 1.0) -> Setup:
+    """Check `dep` against the hardware and model and build its pools."""
+    check_deployment(hw, model, dep, source)
+    pools = tuple(
+        Pool(role, StepCostModel(hw, model, d), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
+        for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
+    )
+    return Setup(hw, bench, model, dep, pools, oversubscription)
+
+
+def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
+            source: str = "command line", oversubscription: float = 1.0) -> Setup:
+    """Load profiles by name and build the setup; the default deployment when none is given."""
+    hw = load_hardware(hardware, systems)
+    bench = load_benchmark(benchmark)
+    model = load_model(bench.model)
+    if deployment is None:
+        dep, dep_source = default_deployment(hw, model), source
+    else:
+        dep, dep_source = load_deployment(deployment)
+    return make_setup(hw, bench, model, dep, dep_source, oversubscription)

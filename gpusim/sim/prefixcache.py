@@ -1,0 +1,72 @@
+"""Prefix (KV) cache of one instance: prompt blocks kept after their request finishes, found by hash.
+
+Blocks are identified by the hash of their prompt prefix (as in the Mooncake traces, 512-token
+blocks). A block in use by running requests is pinned by a reference count; blocks with no user
+stay resident, in LRU order, until the KV cache needs their space. Their tokens are part of the
+instance's `KVCache.tokens`, so capacity is shared exactly.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from gpusim.sim.kvcache import KVCache
+
+
+class PrefixCache:
+    """Hash → reference count, with the unreferenced blocks in LRU order."""
+
+    def __init__(self, kv: KVCache, block_tokens: int) -> None:
+        self.kv, self.block = kv, block_tokens
+        self.refs: dict[int, int] = {}
+        self.idle: OrderedDict[int, None] = OrderedDict()
+        self.hits_tokens = 0
+        self.lookups_tokens = 0
+
+    def match(self, hashes: Sequence[int]) -> int:
+        """How many leading blocks of `hashes` are resident."""
+        n = 0
+        for h in hashes:
+            if h not in self.refs:
+                break
+            n += 1
+        return n
+
+    @property
+    def evictable_tokens(self) -> int:
+        return len(self.idle) * self.block
+
+    def acquire(self, hashes: Sequence[int]) -> None:
+        """Pin resident blocks for a request that reuses them."""
+        for h in hashes:
+            if self.refs[h] == 0:
+                del self.idle[h]
+            self.refs[h] += 1
+
+    def release(self, hashes: Sequence[int]) -> None:
+        """Unpin blocks; unreferenced ones become the most recently used idle blocks."""
+        for h in hashes:
+            self.refs[h] -= 1
+            if self.refs[h] == 0:
+                self.idle[h] = None
+
+    def adopt(self, hashes: Sequence[int]) -> int:
+        """Keep a finished request's own prompt blocks (already counted in the KV); returns how many were new.
+
+        A block another request cached meanwhile is not kept twice: its tokens are the caller's to free.
+        """
+        kept = 0
+        for h in hashes:
+            if h not in self.refs:
+                self.refs[h] = 0
+                self.idle[h] = None
+                kept += 1
+        return kept
+
+    def evict(self, tokens: int) -> None:
+        """Free idle blocks, least recently used first, until `tokens` are free or none is idle."""
+        while self.kv.free < tokens and self.idle:
+            h, _ = self.idle.popitem(last=False)
+            del self.refs[h]
+            self.kv.tokens -= self.block

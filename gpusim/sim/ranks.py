@@ -1,0 +1,40 @@
+"""Attention data parallelism inside an instance: each rank's decode sequences and context."""
+
+from __future__ import annotations
+
+
+class AttentionRanks:
+    """Per-rank decode sequences and KV context, advanced lazily (O(1) per step, O(ranks) per query).
+
+    A joining sequence goes to the rank with the fewest sequences, as TensorRT-LLM's attention-DP
+    scheduler balances them; completions then leave ranks uneven, and the step waits for the
+    busiest rank (`busiest`).
+    """
+
+    def __init__(self, ranks: int, rate: float) -> None:
+        self.rate = rate
+        self.seqs = [0] * ranks
+        self.base = [0.0] * ranks
+        self.ref = [0] * ranks
+
+    def _settle(self, r: int, step: int) -> None:
+        self.base[r] += self.seqs[r] * self.rate * (step - self.ref[r])
+        self.ref[r] = step
+
+    def join(self, ctx: float, step: int) -> int:
+        r = min(range(len(self.seqs)), key=self.seqs.__getitem__)
+        self._settle(r, step)
+        self.seqs[r] += 1
+        self.base[r] += ctx
+        return r
+
+    def leave(self, r: int, ctx: float, step: int) -> None:
+        self._settle(r, step)
+        self.seqs[r] -= 1
+        self.base[r] -= ctx
+
+    def busiest(self, step: int) -> tuple[float, int]:
+        """(decode context, sequences) of the rank with the most context at decode step `step`."""
+        ctx = [b + s * self.rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref, strict=True)]
+        r = max(range(len(ctx)), key=ctx.__getitem__)
+        return ctx[r], self.seqs[r]

@@ -1,0 +1,91 @@
+"""Where instances sit (systems, NVLink domains) and the links a transfer between two of them crosses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpusim.errors import InputError
+from gpusim.sim.fabric import Link
+from gpusim.specs.hardware import Hardware
+
+FAT_TREE_HOPS = 3
+"""Switches between two NICs of a two-level fat tree (leaf, spine, leaf)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """GPUs [first_gpu, first_gpu + gpus) of the cluster, in `system` and NVLink `domain`."""
+
+    first_gpu: int
+    gpus: int
+    system: int
+    domain: int
+
+
+@dataclass
+class Topology:
+    """GPUs grouped in NVLink domains and systems, joined by a scale-out fabric (a fat tree)."""
+
+    systems: int = 1
+    gpus_per_system: int = 1 << 20
+    domain_gpus: int = 1 << 20
+    nvlink_bw: float = 900e9
+    """Per GPU, per direction, bytes/s."""
+    nvlink_latency: float = 1e-6
+    nic_bw: float = 100e9
+    scaleout_latency: float = 5e-6
+    """One-way latency across the fat tree (NICs and switch hops)."""
+    oversubscription: float = 1.0
+    """Fat-tree oversubscription: cross-system traffic shares NIC bandwidth / oversubscription."""
+    _links: dict[tuple, Link] = field(default_factory=dict)
+
+    @classmethod
+    def from_hardware(cls, hw: Hardware, oversubscription: float = 1.0) -> Topology:
+        so = hw.scaleout
+        hop = so.switch_latency_us.value if so.switch_latency_us else 0.0
+        return cls(
+            systems=hw.systems, gpus_per_system=hw.system.gpus, domain_gpus=hw.domain_gpus,
+            nvlink_bw=hw.nvlink_bandwidth, nvlink_latency=hw.nvlink.latency_us.value * 1e-6,
+            nic_bw=hw.scaleout_bandwidth, scaleout_latency=(so.latency_us.value + FAT_TREE_HOPS * hop) * 1e-6,
+            oversubscription=oversubscription,
+        )
+
+    @property
+    def total_gpus(self) -> int:
+        return self.systems * self.gpus_per_system
+
+    def place(self, gpus_per_instance: list[int]) -> list[Placement]:
+        """Lay instances out in order; one that fits in a system never straddles two."""
+        out, gpu = [], 0
+        for g in gpus_per_instance:
+            start_system = gpu // self.gpus_per_system
+            if g <= self.gpus_per_system and (gpu + g - 1) // self.gpus_per_system != start_system:
+                gpu = (start_system + 1) * self.gpus_per_system
+            if gpu + g > self.total_gpus:
+                raise InputError("deployment", "instances", f"{len(gpus_per_instance)} instances need more than "
+                                 f"the {self.total_gpus} GPUs of the cluster (placed whole within systems)")
+            out.append(Placement(gpu, g, gpu // self.gpus_per_system, gpu // self.domain_gpus))
+            gpu += g
+        return out
+
+    def path(self, src: Placement, dst: Placement) -> tuple[tuple[Link, ...], float]:
+        """Links (egress, [spine], ingress) and latency of a transfer from `src` to `dst`."""
+        if src.domain == dst.domain:
+            return (self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)), \
+                self.nvlink_latency
+        links = [self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)]
+        if self.oversubscription > 1:
+            links.append(self._spine())
+        return tuple(links), self.scaleout_latency
+
+    def _link(self, kind: str, p: Placement, per_gpu: float) -> Link:
+        key = (kind, p.first_gpu)
+        if key not in self._links:
+            self._links[key] = Link(f"{kind}@{p.first_gpu}", per_gpu * p.gpus)
+        return self._links[key]
+
+    def _spine(self) -> Link:
+        key = ("spine",)
+        if key not in self._links:
+            self._links[key] = Link("spine", self.total_gpus * self.nic_bw / self.oversubscription)
+        return self._links[key]
