@@ -236,14 +236,14 @@ class Instance:
         while self.waiting and budget > 0 and len(self.decoding) + len(self.prefilling) < self.max_batch:
             req = self.waiting[0]
             target = req.prefill_target
-            cached = self._cached_blocks(req, target)
-            own = target - cached * PREFIX_BLOCK_TOKENS
-            if not self._free_for(own + self.kv.block + self._growth()):
-                break
-            if not self.chunked and own > budget and (chunks or self.decoding):
+            self._pin(req, self._cached_blocks(req, target))  # pinned first: eviction must spare them
+            own = target - req.shared
+            if not self._free_for(own + self.kv.block + self._growth()) or (
+                    not self.chunked and own > budget and (chunks or self.decoding)):
+                self._unpin(req)
                 break
             self.waiting.popleft()
-            self._pin(req, cached)
+            self._count_lookup(req)
             self.kv.add_sequence(own)
             self.prefilling.append(req)
             c = min(own, budget) if self.chunked else own
@@ -261,10 +261,18 @@ class Instance:
     def _pin(self, req: Request, blocks: int) -> None:
         req.pinned, req.shared = blocks, blocks * PREFIX_BLOCK_TOKENS
         req.computed = req.shared
+        if blocks:
+            self.prefix.acquire(req.hashes[:blocks])
+
+    def _unpin(self, req: Request) -> None:
+        if req.pinned:
+            self.prefix.release(req.hashes[:req.pinned])
+        req.pinned = req.shared = req.computed = 0
+
+    def _count_lookup(self, req: Request) -> None:
         if self.prefix is not None and req.hashes:
             self.prefix.lookups_tokens += req.prompt
             self.prefix.hits_tokens += req.shared
-            self.prefix.acquire(req.hashes[:blocks])
 
     # ---- applying a step's results ------------------------------------------------------------
     def _advance(self, steps: int) -> None:
