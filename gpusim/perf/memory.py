@@ -55,6 +55,9 @@ def weights_per_gpu(model: ModelSpec, dep: Deployment) -> float:
         experts = (m.num_experts + m.shared_experts) * model.expert_params / tp * wb
         router = model.hidden_size * m.num_experts * BF16
         layers += model.num_moe_layers * (experts + router)
+        layers += model.num_moe_layers * dep.redundant_experts * model.expert_params / tp * wb
+    if dep.mtp is not None:
+        layers += model.mtp_params / tp * wb  # the MTP module, on the last stage (averaged over stages)
     embed = model.vocab_size * model.hidden_size * BF16 / tp
     embed *= 2 if (pp == 1 and not model.tied_embeddings) else 1
     return layers / pp + embed
@@ -98,14 +101,15 @@ def plan_memory(
         usable = hbm - ws
         if 2 * dep.tp * dep.pp <= hardware.domain_gpus:
             field = "tp"
-        elif dep.weights != "fp4":
+        elif dep.weights != "fp4" and hardware.supports("fp4"):
             field = "weights"
         else:
             field = "pp"
         raise InputError(
             "deployment", field,
             f"weights need {w / GiB:.1f} GiB per GPU but the GPU has {usable / GiB:.1f} GiB usable: "
-            f"short by {-free / GiB:.1f} GiB; use a larger tp/ep, more pp, or fp4 weights",
+            f"short by {-free / GiB:.1f} GiB; use a larger tp/ep, more pp"
+            + (" or fp4 weights" if hardware.supports("fp4") and dep.weights != "fp4" else ""),
         )
     kv = free * dep.gpu_memory_fraction
     per_tok = kv_bytes_per_token_per_gpu(model, dep)

@@ -61,6 +61,16 @@ class StepBreakdown:
     by_op: dict[str, float]
 
 
+def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> float:
+    """Busiest EP rank's expert load over the mean: the deployment's value or the profile's, lowered by
+    redundant experts. Rule (grade D, after DeepSeek's EPLB, which replicates the hottest experts): the
+    excess over 1 shrinks as 1 / (1 + r·ep/E) with r redundant experts per layer, ep ranks, E experts."""
+    base = dep.expert_imbalance or sw.moe_imbalance.value
+    if model.moe is None or not dep.redundant_experts:
+        return base
+    return 1 + (base - 1) / (1 + dep.redundant_experts * dep.ep / model.moe.num_experts)
+
+
 class StepCostModel:
     """Seconds per step of one instance of `model` deployed as `deployment` on `hardware`."""
 
@@ -71,7 +81,8 @@ class StepCostModel:
         sw = software if software is not None else load_software(deployment.software)
         sw = sw.for_architecture(hardware.gpu.architecture)
         self.hardware, self.model, self.deployment, self.software = hardware, model, deployment, sw
-        self.ops: ModelOps = build_ops(model, deployment, sw.moe_imbalance.value)
+        self.imbalance = expert_imbalance(model, deployment, sw)
+        self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
         self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
         self._launch = sw.kernel_launch_us.value * 1e-6
         self._step_overhead = sw.step_overhead_us.value * 1e-6
@@ -131,7 +142,7 @@ class StepCostModel:
             one = allreduce_time(t * c.bytes_per_token, c.group, bw, alpha, sharp)
         elif c.kind == "alltoall":
             one = alltoall_time(ceil_div(t, c.split), c.top_k, 1, c.bytes_per_token, c.group, bw, alpha,
-                                self.software.moe_imbalance.value)
+                                self.imbalance)
         else:
             one = p2p_time(t * c.bytes_per_token, bw, alpha)
         return c.count * one

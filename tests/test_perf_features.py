@@ -1,0 +1,76 @@
+"""Cost-model what-ifs of the serving features: precision of weights and KV, MTP, wide EP, redundancy."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpusim.perf.memory import plan_memory, weights_per_gpu
+from gpusim.perf.ops import DTYPE_BYTES
+from gpusim.perf.step import BatchShape, StepCostModel, expert_imbalance
+from gpusim.specs.deployment import MTP, Deployment
+from gpusim.specs.hardware import load_hardware
+from gpusim.specs.model import load_model
+from gpusim.specs.software import load_software
+
+GB300 = load_hardware("gb300-nvl72")
+R1 = load_model("deepseek-r1")
+DEP = Deployment(tp=8, ep=8, attention_dp=True, weights="fp4", activations="fp4", kv_cache="fp8")
+
+
+def test_fp4_kv_holds_more_tokens_and_reads_fewer_bytes():
+    fp8, fp4 = DEP, DEP.model_copy(update={"kv_cache": "fp4"})
+    ratio = plan_memory(GB300, R1, fp4).kv_capacity_tokens / plan_memory(GB300, R1, fp8).kv_capacity_tokens
+    assert ratio == pytest.approx(DTYPE_BYTES["fp8"] / DTYPE_BYTES["fp4"], rel=1e-3)
+    # GQA decode attention is bandwidth-bound: FP4 KV reads 0.5625/1 of FP8's bytes (MLA with 128
+    # heads per rank is compute-bound, so there the KV precision changes capacity, not time)
+    llama = load_model("llama3.1-70b")
+    dense8, dense4 = Deployment(tp=4, kv_cache="fp8"), Deployment(tp=4, kv_cache="fp4")
+    b = BatchShape(decode_seqs=64, decode_context=64 * 8000)
+    t8 = StepCostModel(GB300, llama, dense8).breakdown(b).by_op["attention_decode"]
+    t4 = StepCostModel(GB300, llama, dense4).breakdown(b).by_op["attention_decode"]
+    launch = StepCostModel(GB300, llama, dense8)._attn_launch
+    assert (t4 - launch) / (t8 - launch) == pytest.approx(DTYPE_BYTES["fp4"] / DTYPE_BYTES["fp8"], rel=1e-6)
+
+
+def test_fp4_weights_take_less_memory_than_fp8():
+    fp8 = DEP.model_copy(update={"weights": "fp8", "activations": "fp8"})
+    assert weights_per_gpu(R1, DEP) < 0.65 * weights_per_gpu(R1, fp8)
+
+
+def test_mtp_verifies_depth_plus_one_tokens_and_pays_the_draft():
+    mtp = DEP.model_copy(update={"mtp": MTP(depth=3, acceptance=[0.8, 0.6, 0.4])})
+    plain, spec = StepCostModel(GB300, R1, DEP), StepCostModel(GB300, R1, mtp)
+    b = BatchShape(decode_seqs=32, decode_context=32 * 4000)
+    parts = spec.breakdown(b).by_op
+    assert parts["mtp_draft"] > 0
+    # the verification step computes 4 tokens per sequence: the same T-part as 128 plain decode tokens
+    wide = BatchShape(decode_seqs=128, decode_context=32 * 4000)
+    assert spec.step_time(b) - parts["mtp_draft"] == pytest.approx(
+        plain.step_time(wide) - plain.breakdown(wide).by_op["attention_decode"] + parts["attention_decode"]
+        - plain.breakdown(wide).by_op["lm_head"] + parts["lm_head"], rel=1e-9)
+
+
+def test_mtp_weights_are_counted():
+    mtp = DEP.model_copy(update={"mtp": MTP(depth=1, acceptance=[0.9])})
+    extra = weights_per_gpu(R1, mtp) - weights_per_gpu(R1, DEP)
+    assert extra == pytest.approx(R1.mtp_params * DTYPE_BYTES["fp4"] / 8)
+
+
+def test_redundant_experts_lower_the_imbalance_by_the_documented_rule():
+    sw = load_software("trtllm")
+    dep = DEP.model_copy(update={"expert_imbalance": 1.5, "redundant_experts": 32})
+    assert expert_imbalance(R1, dep, sw) == pytest.approx(1 + 0.5 / (1 + 32 * 8 / 256))
+    assert expert_imbalance(R1, DEP, sw) == sw.moe_imbalance.value
+    more = StepCostModel(GB300, R1, DEP.model_copy(update={"expert_imbalance": 2.0}))
+    b = BatchShape(decode_seqs=256, decode_context=256 * 2000)
+    assert more.step_time(b) > StepCostModel(GB300, R1, DEP.model_copy(update={"expert_imbalance": 1.0})).step_time(b)
+
+
+def test_wide_ep_across_racks_pays_the_scale_out_fabric():
+    two_racks = load_hardware("gb300-nvl72", systems=2)
+    inside = DEP.model_copy(update={"tp": 72, "ep": 72})
+    across = DEP.model_copy(update={"tp": 144, "ep": 144})
+    b = BatchShape(decode_seqs=2048, decode_context=2048 * 2000)
+    comm_in = StepCostModel(two_racks, R1, inside).breakdown(b).communication_s
+    comm_out = StepCostModel(two_racks, R1, across).breakdown(b).communication_s
+    assert comm_out > 3 * comm_in  # 100 GB/s NICs instead of 900 GB/s NVLink
