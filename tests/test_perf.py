@@ -52,6 +52,7 @@ def software(launch_us: float = 0.0, step_us: float = 100.0, imbalance: float = 
         id="t", name="test", hbm_bandwidth_fraction=half, gemm_efficiency_max=half, gemm_m_half=S(10),
         attention_prefill_flops_fraction=half, attention_decode_bandwidth_fraction=half,
         allreduce_busbw_fraction=half, nvlink_hop_latency_us=S(1), alltoall_efficiency=half,
+        alltoall_hop_latency_us=S(1), alltoall_scaleout_hop_latency_us=S(1),
         moe_imbalance=S(imbalance), kernel_launch_us=S(launch_us), step_overhead_us=S(step_us),
     )
 

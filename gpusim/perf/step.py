@@ -128,11 +128,14 @@ class StepCostModel:
         group = dep.tp * dep.pp if c.kind == "p2p" else c.group
         eff = sw.alltoall_efficiency.value if c.kind == "alltoall" else sw.allreduce_busbw_fraction.value
         if group <= hw.domain_gpus:
-            alpha = hw.nvlink.latency_us.value if c.kind == "p2p" else sw.nvlink_hop_latency_us.value
+            alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
+                c.kind, sw.nvlink_hop_latency_us.value)
             bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
             return bw, alpha * 1e-6, hw.nvlink.sharp
         f = hw.scaleout
         alpha = f.latency_us.value + (f.switch_latency_us.value if f.switch_latency_us else 0.0)
+        if c.kind == "alltoall":
+            alpha = sw.alltoall_scaleout_hop_latency_us.value
         bw = hw.scaleout_bandwidth * (1.0 if c.kind == "p2p" else eff)
         return bw, alpha * 1e-6, f.sharp
 

@@ -27,6 +27,8 @@ CONSTANTS = (
     "allreduce_busbw_fraction",
     "nvlink_hop_latency_us",
     "alltoall_efficiency",
+    "alltoall_hop_latency_us",
+    "alltoall_scaleout_hop_latency_us",
     "moe_imbalance",
     "kernel_launch_us",
     "step_overhead_us",
@@ -60,6 +62,10 @@ class SoftwareProfile(BaseModel):
     """Per-hop latency (alpha) of collectives inside the NVLink domain, microseconds."""
     alltoall_efficiency: Sourced
     """Achievable fraction of per-direction link bandwidth for MoE all-to-all dispatch/combine."""
+    alltoall_hop_latency_us: Sourced
+    """Alpha of an MoE all-to-all (dispatch or combine) inside the NVLink domain: α·log2(EP), µs."""
+    alltoall_scaleout_hop_latency_us: Sourced
+    """Alpha of an MoE all-to-all across systems (InfiniBand): α·log2(EP), µs."""
     moe_imbalance: Sourced
     """Load of the busiest expert-parallel rank relative to the mean (>= 1)."""
     kernel_launch_us: Sourced
