@@ -46,7 +46,8 @@ def run(
 
 def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     """Simulate the run that `spec` describes."""
-    setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription)
+    setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription,
+                    spec.model)
     workload = build_workload(spec, setup.bench, lambda: setup.expected_qps(spec.seed))
     records, stats, wall = setup.simulate(workload)
     return Result(summary=summarize_run(spec, setup, workload, records, stats, wall), requests=records,

@@ -71,11 +71,12 @@ def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deploy
 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
-            source: str = "command line", oversubscription: float = 1.0) -> Setup:
-    """Load profiles by name and build the setup; the default deployment when none is given."""
+            source: str = "command line", oversubscription: float = 1.0, model: str | None = None) -> Setup:
+    """Load profiles by name and build the setup; the default deployment when none is given. `model`
+    replaces the benchmark's model (the benchmark still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems)
     bench = load_benchmark(benchmark)
-    model = load_model(bench.model)
+    model = load_model(model or bench.model)
     if deployment is None:
         dep, dep_source = default_deployment(hw, model), source
     else:

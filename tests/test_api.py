@@ -52,3 +52,11 @@ def test_more_load_means_more_latency():
     light, heavy = small(qps=2.0), small(qps=40.0)
     assert heavy.summary["ttft_p99_s"] > light.summary["ttft_p99_s"]
     assert heavy.summary["tpot_p50_s"] > light.summary["tpot_p50_s"]
+
+
+def test_model_override_serves_another_model_with_the_benchmark_limits():
+    r = gpusim.run("h200-hgx", "llama2-70b", "concurrency", model="llama3.1-8b", concurrency=8, isl=512, osl=64,
+                   samples=24)
+    assert r.summary["model"] == "llama3.1-8b" and r.summary["completed_requests"] == 24
+    base = gpusim.run("h200-hgx", "llama2-70b", "concurrency", concurrency=8, isl=512, osl=64, samples=24)
+    assert r.summary["tpot_p50_s"] < base.summary["tpot_p50_s"]  # 8B decodes faster than 70B

@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--hardware", help="system profile, e.g. gb300-nvl72 (gpusim list hardware)")
     r.add_argument("--systems", type=int, help="systems joined over the scale-out fabric")
     r.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1 (gpusim list benchmarks)")
+    r.add_argument("--model", help="serve this model instead of the benchmark's (gpusim list models)")
     r.add_argument("--scenario", choices=SCENARIOS)
     r.add_argument("--qps", type=float, help="Poisson arrival rate (server, interactive)")
     r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_cmd_run)
 
 
-_RUN_FIELDS = ("hardware", "systems", "benchmark", "scenario", "qps", "concurrency", "isl", "osl", "trace",
+_RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
                "deployment", "duration_s", "samples", "seed")
 
 

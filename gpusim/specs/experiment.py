@@ -21,6 +21,8 @@ class RunSpec(BaseModel):
     hardware: str = "gb300-nvl72"
     systems: int = Field(1, ge=1)
     benchmark: str = "deepseek-r1"
+    model: str | None = None
+    """Serve this model instead of the benchmark's (for traces and closed-loop runs; gpusim list models)."""
     scenario: Scenario = "offline"
     qps: float | None = Field(None, gt=0)
     """Poisson arrival rate for server and interactive (queries per second)."""
