@@ -55,13 +55,15 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: st
 
 
 def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: str, prefix: str) -> None:
-    """One pool's parallelism. Groups wider than the NVLink domain are allowed only as attention-DP
-    plus expert parallelism (wide EP across systems, paying the scale-out fabric)."""
+    """One pool's parallelism. A TP group must sit inside one NVLink domain; wider instances are
+    pipeline stages on several domains, or attention DP plus expert parallelism (wide EP), and their
+    traffic between domains pays the scale-out fabric."""
     domain = hw.domain_gpus
     wide_ep = d.attention_dp and d.ep == d.tp and d.pp == 1 and model.moe is not None
-    if d.gpus_per_instance > domain and not wide_ep:
-        raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the NVLink domain of "
-                         f"{hw.id} ({domain} GPUs); valid: tp·pp ≤ {domain}, or attention_dp with ep = tp")
+    if d.tp > domain and not wide_ep:
+        raise InputError(source, f"{prefix}tp", f"tp = {d.tp} exceeds the NVLink domain of {hw.id} ({domain} "
+                         f"GPUs); valid: tp ≤ {domain} (pipeline stages may span systems), or attention_dp "
+                         "with ep = tp (wide EP)")
     if d.gpus_per_instance > hw.num_gpus:
         raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the {hw.num_gpus} GPUs "
                          f"of {hw.systems}× {hw.id}")

@@ -102,10 +102,8 @@ class Cluster:
         req = Request(i, int(self.workload.input_tokens[i]), int(self.workload.output_tokens[i]), hashes)
         inst = self.router.pick(req)
         self.records.instance[i] = inst.index
-        if self.placement[inst.index].system == 0:
-            inst.submit(req)
-        else:  # the front end sits in system 0: dispatch crosses the scale-out fabric
-            self.env.timeout(self.topology.scaleout_latency).callbacks.append(lambda _: inst.submit(req))
+        # the front end sits in system 0: dispatch to another system crosses the scale-out fabric
+        inst.submit(req, 0.0 if self.placement[inst.index].system == 0 else self.topology.scaleout_latency)
 
     def _handoff(self, src: Instance, req: Request) -> None:
         """Move a prefilled request's KV cache to a decode instance over the fabric."""

@@ -92,9 +92,15 @@ class Instance:
         env.process(self._run())
 
     # ---- interface to routers and the cluster --------------------------------------------------
-    def submit(self, req: Request) -> None:
-        """Queue a new request for prefill."""
+    def submit(self, req: Request, delay: float = 0.0) -> None:
+        """Queue a new request for prefill, `delay` seconds from now; its work counts for routing at once."""
         self._assign(req, req.prompt if self.role == "prefill" else req.prompt + req.output)
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _: self._enqueue(req))
+        else:
+            self._enqueue(req)
+
+    def _enqueue(self, req: Request) -> None:
         self.waiting.append(req)
         self._poke()
 
