@@ -32,7 +32,6 @@ class Setup:
     model: ModelSpec
     deployment: Deployment
     pools: tuple[Pool, ...]
-    oversubscription: float = 1.0
 
     @property
     def num_gpus(self) -> int:
@@ -47,38 +46,37 @@ class Setup:
 
     def with_deployment(self, dep: Deployment, source: str = "deployment") -> Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
-        return make_setup(self.hardware, self.bench, self.model, dep, source, self.oversubscription)
+        return make_setup(self.hardware, self.bench, self.model, dep, source)
 
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""
         started = time.perf_counter()
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
-        cluster = Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware, self.oversubscription),
+        cluster = Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware),
                           self.deployment.router, lambda tokens: self.model.kv_bytes(int(tokens), kvb))
         records = cluster.run().frame()
         return records, cluster.stats(), time.perf_counter() - started
 
 
-def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str,
-               oversubscription: float = 1.0) -> Setup:
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str) -> Setup:
     """Check `dep` against the hardware and model and build its pools."""
     check_deployment(hw, model, dep, source)
     pools = tuple(
         Pool(role, StepCostModel(hw, model, d), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
         for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
     )
-    return Setup(hw, bench, model, dep, pools, oversubscription)
+    return Setup(hw, bench, model, dep, pools)
 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None) -> Setup:
     """Load profiles by name and build the setup; the default deployment when none is given. `model`
     replaces the benchmark's model (the benchmark still gives the dataset and latency limits)."""
-    hw = load_hardware(hardware, systems)
+    hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
     model = load_model(model or bench.model)
     if deployment is None:
         dep, dep_source = default_deployment(hw, model), source
     else:
         dep, dep_source = load_deployment(deployment)
-    return make_setup(hw, bench, model, dep, dep_source, oversubscription)
+    return make_setup(hw, bench, model, dep, dep_source)

@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("experiment", nargs="?", type=Path, help="experiment YAML (fields of a run, see README)")
     r.add_argument("--hardware", help="system profile, e.g. gb300-nvl72 (gpusim list hardware)")
     r.add_argument("--systems", type=int, help="systems joined over the scale-out fabric")
+    r.add_argument("--oversubscription", type=float, help="scale-out fat-tree oversubscription (default 1)")
     r.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1 (gpusim list benchmarks)")
     r.add_argument("--model", help="serve this model instead of the benchmark's (gpusim list models)")
     r.add_argument("--scenario", choices=SCENARIOS)
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
-               "deployment", "duration_s", "samples", "seed")
+               "deployment", "duration_s", "samples", "seed", "oversubscription")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -33,21 +33,19 @@ class Topology:
     """Per GPU, per direction, bytes/s."""
     nvlink_latency: float = 1e-6
     nic_bw: float = 100e9
+    """Per GPU, per direction, between systems (after the fat tree's oversubscription), bytes/s."""
     scaleout_latency: float = 5e-6
     """One-way latency across the fat tree (NICs and switch hops)."""
-    oversubscription: float = 1.0
-    """Fat-tree oversubscription: cross-system traffic shares NIC bandwidth / oversubscription."""
     _links: dict[tuple, Link] = field(default_factory=dict)
 
     @classmethod
-    def from_hardware(cls, hw: Hardware, oversubscription: float = 1.0) -> Topology:
+    def from_hardware(cls, hw: Hardware) -> Topology:
         so = hw.scaleout
         hop = so.switch_latency_us.value if so.switch_latency_us else 0.0
         return cls(
             systems=hw.systems, gpus_per_system=hw.system.gpus, domain_gpus=hw.domain_gpus,
             nvlink_bw=hw.nvlink_bandwidth, nvlink_latency=hw.nvlink.latency_us.value * 1e-6,
             nic_bw=hw.scaleout_bandwidth, scaleout_latency=(so.latency_us.value + FAT_TREE_HOPS * hop) * 1e-6,
-            oversubscription=oversubscription,
         )
 
     @property
@@ -73,19 +71,11 @@ class Topology:
         if src.domain == dst.domain:
             return (self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)), \
                 self.nvlink_latency
-        links = [self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)]
-        if self.oversubscription > 1:
-            links.append(self._spine())
-        return tuple(links), self.scaleout_latency
+        return (self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)), \
+            self.scaleout_latency
 
     def _link(self, kind: str, p: Placement, per_gpu: float) -> Link:
         key = (kind, p.first_gpu)
         if key not in self._links:
             self._links[key] = Link(f"{kind}@{p.first_gpu}", per_gpu * p.gpus)
-        return self._links[key]
-
-    def _spine(self) -> Link:
-        key = ("spine",)
-        if key not in self._links:
-            self._links[key] = Link("spine", self.total_gpus * self.nic_bw / self.oversubscription)
         return self._links[key]

@@ -83,6 +83,8 @@ class Hardware(_Spec):
     nvlink: FabricSpec
     scaleout: FabricSpec
     systems: int = 1
+    oversubscription: float = 1.0
+    """Scale-out fat tree: traffic between systems gets the NIC bandwidth divided by this."""
 
     @property
     def id(self) -> str:
@@ -122,8 +124,8 @@ class Hardware(_Spec):
 
     @property
     def scaleout_bandwidth(self) -> float:
-        """Per-GPU, per-direction scale-out bytes/s."""
-        return self.scaleout.bandwidth_gbps_per_dir.value * 1e9
+        """Per-GPU, per-direction scale-out bytes/s between systems (NIC rate over the oversubscription)."""
+        return self.scaleout.bandwidth_gbps_per_dir.value * 1e9 / self.oversubscription
 
     def derived(self) -> dict[str, float]:
         """Totals users ask for: system FLOPS per precision, HBM, NVLink bandwidth."""
@@ -159,10 +161,12 @@ def load_fabric(name: str) -> FabricSpec:
     return load_named(FabricSpec, PROFILES / "fabrics", name, "fabric")
 
 
-def load_hardware(name: str, systems: int = 1) -> Hardware:
+def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) -> Hardware:
     """Resolve system `name` (a file in hardware_profiles/systems/) with its GPU and fabrics."""
     if systems < 1:
         raise InputError("command line", "systems", f"must be a positive integer, got {systems}")
+    if oversubscription < 1:
+        raise InputError("command line", "oversubscription", f"must be >= 1, got {oversubscription}")
     sys_spec = _system(name)
     return Hardware(
         system=sys_spec,
@@ -170,6 +174,7 @@ def load_hardware(name: str, systems: int = 1) -> Hardware:
         nvlink=load_fabric(sys_spec.nvlink),
         scaleout=load_fabric(sys_spec.scaleout),
         systems=systems,
+        oversubscription=oversubscription,
     )
 
 
