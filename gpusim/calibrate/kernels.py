@@ -1,0 +1,387 @@
+"""Op-level ground truth: gpusim's op-time formulas against NVIDIA's measured kernel tables.
+
+The tables ship in the optional PyPI package `aiconfigurator-core==0.12.0` (Apache-2.0) as parquet files
+`aiconfigurator_core/systems/data/<system>/<family>/<backend>/<version>/*_perf.parquet`; they are read
+here with pyarrow by path, never through AIC's API. For each system and op family the measured kernel
+latency is compared with the time gpusim's cost model gives the same op, and a few constants of the
+software profile are fitted per system by least squares on log time:
+
+    python -m gpusim.calibrate.kernels [--systems gb300 h100_sxm] [--max-rows 2000] [--json]
+
+The formulas are vectorised copies of what `gpusim/perf/step.py` does per op class (see each
+`_predict_*`); `tests/test_kernels.py` checks them against the scalar code. Fitted values are printed,
+not written into hardware_profiles/software/*.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpusim.perf.ops import DTYPE_BYTES
+from gpusim.specs.hardware import Hardware, load_hardware
+from gpusim.specs.software import SoftwareProfile, load_software
+from gpusim.validate.silicon import map_system
+
+SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+CURRENT_TRTLLM = "1.3.0rc20"
+"""AIC 0.12.0's `current` trtllm slot (systems/query_versions.yaml); other versions back-fill."""
+
+PARAMS = ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "attention_prefill_flops_fraction",
+          "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
+          "nvlink_hop_latency_us", "kernel_launch_us")
+"""The constants fitted, by their software-profile names."""
+BOUNDS = {"gemm_m_half": (1.0, 4096.0), "kernel_launch_us": (0.0, 50.0), "nvlink_hop_latency_us": (0.01, 20.0)}
+_GEMM_LIKE = ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "kernel_launch_us")
+RELEVANT = {
+    "gemm": _GEMM_LIKE, "moe": _GEMM_LIKE,
+    "context_attention": ("attention_prefill_flops_fraction", "kernel_launch_us"),
+    "mla_context": ("attention_prefill_flops_fraction", "kernel_launch_us"),
+    "generation_attention": ("attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
+                             "kernel_launch_us"),
+    "mla_generation": ("attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
+                       "kernel_launch_us"),
+    "allreduce": ("allreduce_busbw_fraction", "nvlink_hop_latency_us"),
+    "alltoall": ("alltoall_efficiency", "nvlink_hop_latency_us"),
+}
+"""The constants each op family's time depends on (for the per-family fit)."""
+"""Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
+
+_DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
+# DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
+_MLA_QK_NOPE, _MLA_ROPE, _MLA_V, _MLA_LORA = 128, 64, 128, 512
+
+
+def aic_data_dir() -> Path | None:
+    """`aiconfigurator_core/systems/data` of the installed package, or None without the extra."""
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        return None
+    path = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    return path if path.is_dir() else None
+
+
+def table_path(data: Path, system: str, family: str, file: str, backend: str = "trtllm") -> Path | None:
+    """The parquet of the current version if present, else of the newest version that has it."""
+    versions = sorted((data / system / family / backend).glob(f"*/{file}"),
+                      key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.parent.name)])
+    current = [p for p in versions if p.parent.name == CURRENT_TRTLLM]
+    return (current or versions[-1:] or [None])[0]
+
+
+# ---- gpusim's formulas, vectorised ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Machine:
+    """The hardware peaks the formulas need (FLOP/s by dtype, bytes/s)."""
+
+    hw: Hardware
+
+    def peak(self, dtypes: pd.Series) -> np.ndarray:
+        return np.array([self.hw.peak_flops(d) for d in dtypes], dtype=float)
+
+
+def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float, eff_c, launch_s: float,
+              kernels: float = 1.0) -> np.ndarray:
+    """roofline.op_time: max(flops / (peak · eff_c), bytes / bw) + launches, in seconds."""
+    return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
+
+
+def _gemm_eff(m: np.ndarray, p: dict) -> np.ndarray:
+    """roofline.gemm_efficiency: eff_max · m / (m + m_half)."""
+    return p["gemm_efficiency_max"] * m / (m + p["gemm_m_half"])
+
+
+def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """step.py GemmOp: 2mnk FLOPs; weights n·k, input m·k at the GEMM precision, output m·n bf16."""
+    wb = df["dtype"].map(DTYPE_BYTES).to_numpy()
+    m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
+    bytes_ = n * k * wb + m * (k * wb + n * 2.0)
+    bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
+    return _roofline(2 * m * n * k, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p), p["kernel_launch_us"] * 1e-6)
+
+
+def _causal_pairs(isl: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """Causal query-key pairs of a prompt of `isl`, each query seeing at most `window` keys (0: all)."""
+    full = isl * (isl + 1) / 2
+    w = np.where(window > 0, np.minimum(window, isl), isl)
+    return np.where(window > 0, isl * w - w * (w - 1) / 2, full)
+
+
+def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """step.py prefill attention: pairs · 4·heads·head_dim FLOPs at attention_prefill_flops_fraction."""
+    isl, window = df["isl"].to_numpy(float), df["window_size"].to_numpy(float)
+    pairs = df["batch_size"].to_numpy(float) * _causal_pairs(isl, window)
+    flops = pairs * 4 * df["num_heads"].to_numpy(float) * df["head_dim"].to_numpy(float)
+    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["kernel_launch_us"] * 1e-6
+
+
+def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np.ndarray, dtypes: pd.Series,
+                      mc: Machine, p: dict) -> np.ndarray:
+    """step.py decode attention: max(KV·FLOPs / attention FLOPS, KV·bytes / attention bandwidth) + launch."""
+    t_c = kv * flops_per_kv / (mc.peak(dtypes) * p["attention_prefill_flops_fraction"])
+    t_m = kv * bytes_per_kv / (mc.hw.hbm_bandwidth * p["attention_decode_bandwidth_fraction"])
+    return np.maximum(t_c, t_m) + p["kernel_launch_us"] * 1e-6
+
+
+def _predict_generation_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """KV tokens read = batch · (isl + step), capped by the window; 2·kv_heads·head_dim·kv bytes each."""
+    ctx = df["isl"].to_numpy(float) + df["step"].to_numpy(float)
+    win = df["window_size"].to_numpy(float)
+    kv = df["batch_size"].to_numpy(float) * np.where(win > 0, np.minimum(ctx, win), ctx)
+    hd = df["head_dim"].to_numpy(float)
+    kvb = df["kv_dtype"].map(DTYPE_BYTES).to_numpy()
+    return _decode_attention(kv, 4 * df["num_heads"].to_numpy(float) * hd,
+                             2 * df["num_key_value_heads"].to_numpy(float) * hd * kvb, df["dtype"], mc, p)
+
+
+def _predict_mla_context(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs (ops.py `_attention`)."""
+    pairs = df["batch_size"].to_numpy(float) * _causal_pairs(df["isl"].to_numpy(float), np.zeros(len(df)))
+    flops = pairs * 2 * df["num_heads"].to_numpy(float) * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
+    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["kernel_launch_us"] * 1e-6
+
+
+def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """MLA decode (absorbed): 2·heads·(2·kv_lora + rope) FLOPs and (kv_lora + rope) bytes per KV token."""
+    kv = df["batch_size"].to_numpy(float) * (df["isl"].to_numpy(float) + df["step"].to_numpy(float))
+    kvb = df["kv_dtype"].map(DTYPE_BYTES).to_numpy()
+    return _decode_attention(kv, 2 * df["num_heads"].to_numpy(float) * (2 * _MLA_LORA + _MLA_ROPE),
+                             (_MLA_LORA + _MLA_ROPE) * kvb, df["dtype"], mc, p)
+
+
+def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np.ndarray:
+    """ops.MoEOp on a group of tp = moe_tp·moe_ep GPUs: distinct experts hit, busiest-rank load, 2 kernels."""
+    t = df["num_tokens"].to_numpy(float)
+    h, inter = df["hidden_size"].to_numpy(float), df["inter_size"].to_numpy(float)
+    k, e = df["topk"].to_numpy(float), df["num_experts"].to_numpy(float)
+    ep = df["moe_ep_size"].to_numpy(float)
+    tp = df["moe_tp_size"].to_numpy(float) * ep
+    wb = df["dtype"].map(DTYPE_BYTES).to_numpy()
+    params = 3 * h * inter
+    load = np.where(ep > 1, imbalance, 1.0)
+    hit = 1 - (1 - k / e) ** t
+    bytes_ = (e / ep) * hit * params * wb * ep / tp + (t * k / ep * load) * (h * (wb + 2) + 2 * inter * ep / tp * wb)
+    flops = t * k * 2 * params / tp * load
+    m = t * k / (e * hit)
+    bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
+    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p), p["kernel_launch_us"] * 1e-6, 2)
+
+
+def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -> np.ndarray:
+    """collectives.allreduce_time on NVLink: 2(n−1)/n · S / (B·busbw) (halved with SHARP) + 2(n−1)·α."""
+    n = df["num_gpus"].to_numpy(float)
+    size = df["message_size"].to_numpy(float) * 2.0  # bf16 elements
+    beta = 2 * (n - 1) / n * size / (mc.hw.nvlink_bandwidth * p["allreduce_busbw_fraction"])
+    return beta * (0.5 if mc.hw.nvlink.sharp else 1.0) + 2 * (n - 1) * alpha_s
+
+
+def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, imbalance: float) -> np.ndarray:
+    """collectives.alltoall_time: T·k·hidden·bytes·(EP−1)/EP / (B·eff) · imbalance + α·log2(EP)."""
+    ep = df["ep_size"].to_numpy(float)
+    sent = (df["num_tokens"].to_numpy(float) * df["topk"].to_numpy(float) * df["hidden_size"].to_numpy(float)
+            * df["comm_dtype"].map(DTYPE_BYTES).to_numpy() * (ep - 1) / ep)
+    return sent / (mc.hw.nvlink_bandwidth * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
+
+
+# ---- the measured tables ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Family:
+    """One op family: where its table lives, how to normalise it, and gpusim's prediction."""
+
+    name: str
+    folder: str
+    file: str
+    prepare: Callable[[pd.DataFrame], pd.DataFrame]
+    predict: Callable[[pd.DataFrame, Machine, dict, SoftwareProfile], np.ndarray]
+
+
+def _dtypes(df: pd.DataFrame, col: str, out: str = "dtype") -> pd.DataFrame:
+    df = df.assign(**{out: df[col].map(_DTYPE)})
+    return df[df[out].notna()]
+
+
+def _wider_attention(df: pd.DataFrame) -> pd.DataFrame:
+    """ops.py: attention runs at the wider of KV and activation precision (no FP4 attention)."""
+    df = _dtypes(_dtypes(df, "kv_cache_dtype", "kv_dtype"), "attn_dtype")
+    wide = (df["dtype"] == "bf16") | (df["kv_dtype"] == "bf16")
+    return df.assign(dtype=np.where(wide, "bf16", "fp8"))
+
+
+def _prep_gemm(df: pd.DataFrame) -> pd.DataFrame:
+    df = _dtypes(df, "gemm_dtype")
+    return df.assign(family="gemm_" + df["dtype"])
+
+
+def _prep_mla(df: pd.DataFrame) -> pd.DataFrame:
+    return _wider_attention(df.rename(columns={"mla_dtype": "attn_dtype"}))
+
+
+def _prep_moe(df: pd.DataFrame) -> pd.DataFrame:
+    return _dtypes(df[df["distribution"] == "power_law_1.01"], "moe_dtype")
+
+
+def _prep_a2a(df: pd.DataFrame) -> pd.DataFrame:
+    df = df[(df["node_num"] == 1) & (df["comm_backend"].str.endswith("_ll"))]
+    df = df.assign(comm_dtype=df["comm_dtype"].map({**_DTYPE, "fp4": "fp4"}), latency=df["latency"] / 1e3)
+    return df[df["comm_dtype"].notna()]  # latency in µs in this table
+
+
+def _alpha(p: dict) -> float:
+    return p["nvlink_hop_latency_us"] * 1e-6
+
+
+FAMILIES = (
+    Family("gemm", "gemm", "gemm_perf.parquet", _prep_gemm, lambda d, mc, p, sw: _predict_gemm(d, mc, p)),
+    Family("context_attention", "attention", "context_attention_perf.parquet", _wider_attention,
+           lambda d, mc, p, sw: _predict_context_attention(d, mc, p)),
+    Family("generation_attention", "attention", "generation_attention_perf.parquet", _wider_attention,
+           lambda d, mc, p, sw: _predict_generation_attention(d, mc, p)),
+    Family("mla_context", "mla", "context_mla_perf.parquet", _prep_mla,
+           lambda d, mc, p, sw: _predict_mla_context(d, mc, p)),
+    Family("mla_generation", "mla", "generation_mla_perf.parquet", _prep_mla,
+           lambda d, mc, p, sw: _predict_mla_generation(d, mc, p)),
+    Family("moe", "moe", "moe_perf.parquet", _prep_moe,
+           lambda d, mc, p, sw: _predict_moe(d, mc, p, sw.moe_imbalance.value)),
+    Family("allreduce", "comm", "custom_allreduce_perf.parquet", lambda d: d,
+           lambda d, mc, p, sw: _predict_allreduce(d, mc, p, _alpha(p))),
+    Family("alltoall", "comm", "moe_a2a_perf.parquet", _prep_a2a,
+           lambda d, mc, p, sw: _predict_alltoall(d, mc, p, _alpha(p), sw.moe_imbalance.value)),
+)
+
+
+def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Measured rows per family (GEMM split by dtype), `latency` in ms, at most `max_rows` each (seeded)."""
+    hw = load_hardware(_profile(system))
+    out: dict[str, pd.DataFrame] = {}
+    for fam in FAMILIES:
+        path = table_path(data, system, fam.folder, fam.file)
+        if path is None:
+            continue
+        df = fam.prepare(pd.read_parquet(path))
+        if "dtype" in df:
+            df = df[df["dtype"].map(hw.supports)]
+        if "num_gpus" in df:
+            df = df[df["num_gpus"] <= hw.domain_gpus]
+        df = df[df["latency"] > 0]
+        groups = df.groupby("family") if "family" in df else [(fam.name, df)]
+        for name, g in groups:
+            if max_rows is not None and len(g) > max_rows:
+                g = g.sample(n=max_rows, random_state=seed)
+            out[str(name)] = g.assign(family=str(name), op=fam.name).reset_index(drop=True)
+    return out
+
+
+def _profile(system: str) -> str:
+    mapped = map_system(system)
+    if mapped is None:
+        raise ValueError(f"system {system!r}: no gpusim hardware profile")
+    return mapped[0]
+
+
+# ---- errors and the fit ------------------------------------------------------------------------------------
+def constants(sw: SoftwareProfile) -> dict[str, float]:
+    """The fitted constants' current values in a software profile."""
+    return {name: float(getattr(sw, name).value) for name in PARAMS}
+
+
+def predict(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwareProfile, p: dict) -> dict[str, np.ndarray]:
+    """Predicted latency (ms) per family with constants `p`."""
+    mc = Machine(hw)
+    by_op = {f.name: f for f in FAMILIES}
+    return {name: by_op[df["op"].iloc[0]].predict(df, mc, p, sw) * 1e3 for name, df in tables.items()}
+
+
+def family_errors(tables: dict[str, pd.DataFrame], pred: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Per family: rows, MAPE, median APE and the geometric-mean ratio predicted/measured."""
+    out = {}
+    for name, df in tables.items():
+        meas = df["latency"].to_numpy(float)
+        ratio = pred[name] / meas
+        ape = np.abs(ratio - 1)
+        out[name] = {"rows": len(df), "mape": float(ape.mean()), "median_ape": float(np.median(ape)),
+                     "geo_ratio": float(np.exp(np.mean(np.log(ratio))))}
+    return out
+
+
+def fit(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwareProfile,
+        params: tuple[str, ...] = PARAMS) -> dict[str, float]:
+    """Least squares on log(predicted / measured) over `tables`, each family weighted equally; only
+    `params` move, the others keep the profile's values. Returns every constant."""
+    from scipy.optimize import least_squares
+
+    start = constants(sw)
+    lo = np.array([BOUNDS.get(n, (0.02, 1.0))[0] for n in params])
+    hi = np.array([BOUNDS.get(n, (0.02, 1.0))[1] for n in params])
+    x0 = np.clip(np.array([start[n] for n in params]), lo + 1e-9, hi - 1e-9)
+    weights = {name: 1 / np.sqrt(len(df)) for name, df in tables.items()}
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        pred = predict(tables, hw, sw, {**start, **dict(zip(params, x, strict=True))})
+        return np.concatenate([weights[n] * np.log(pred[n] / tables[n]["latency"].to_numpy(float)) for n in tables])
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
+    return {**start, **dict(zip(params, (float(v) for v in res.x), strict=True))}
+
+
+def fit_per_family(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwareProfile) -> dict[str, dict]:
+    """Each family fitted alone on the constants it depends on: what each op class asks of the profile."""
+    out = {}
+    for name, df in tables.items():
+        params = RELEVANT[df["op"].iloc[0]]
+        one = {name: df}
+        fitted = fit(one, hw, sw, params)
+        out[name] = {"fitted": {k: fitted[k] for k in params},
+                     **family_errors(one, predict(one, hw, sw, fitted))[name]}
+    return out
+
+
+def calibrate_system(data: Path, system: str, max_rows: int | None = 2000) -> dict:
+    """Errors with the profile's constants, the fitted constants, and the errors with them, for one system."""
+    hw = load_hardware(_profile(system))
+    sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
+    tables = load_tables(data, system, max_rows)
+    before = family_errors(tables, predict(tables, hw, sw, constants(sw)))
+    fitted = fit(tables, hw, sw)
+    after = family_errors(tables, predict(tables, hw, sw, fitted))
+    return {"system": system, "profile": hw.id, "constants": constants(sw), "fitted": fitted,
+            "before": before, "after": after, "per_family": fit_per_family(tables, hw, sw)}
+
+
+def format_result(r: dict) -> str:
+    """One system's table: per family MAPE before → after the fit, and the constants."""
+    lines = [f"## {r['system']} ({r['profile']})", "| family | rows | MAPE | median APE | pred/meas (geo) "
+             "| joint-fit MAPE | own-fit MAPE | own-fit constants |", "|---|---|---|---|---|---|---|---|"]
+    for name, b in r["before"].items():
+        a, own = r["after"][name], r["per_family"][name]
+        consts = ", ".join(f"{k} {v:.3g}" for k, v in own["fitted"].items())
+        lines.append(f"| {name} | {b['rows']} | {100 * b['mape']:.0f}% | {100 * b['median_ape']:.0f}% | "
+                     f"{b['geo_ratio']:.2f} | {100 * a['mape']:.0f}% | {100 * own['mape']:.0f}% | {consts} |")
+    lines.append("joint fit: " + ", ".join(f"{k} {r['constants'][k]:.3g} → {v:.3g}" for k, v in r["fitted"].items()))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--systems", nargs="*", default=list(SYSTEMS))
+    ap.add_argument("--max-rows", type=int, default=2000, help="rows per family and system (seeded sample)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    data = aic_data_dir()
+    if data is None:
+        print("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
+        return 2
+    results = [calibrate_system(data, s, args.max_rows) for s in args.systems]
+    print(json.dumps(results, indent=1) if args.json else "\n\n".join(format_result(r) for r in results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

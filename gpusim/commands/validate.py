@@ -1,0 +1,63 @@
+"""`gpusim validate silicon|mlperf`: predictions against measured and published results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gpusim.errors import InputError
+
+SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("validate", help="compare predictions with measured data (silicon sample, MLPerf results)")
+    vs = v.add_subparsers(dest="target", required=True)
+    s = vs.add_parser("silicon", help="closed-loop rows (silicon_sample.csv): TTFT and TPOT error per partition")
+    s.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/silicon_sample.csv")
+    s.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    s.add_argument("--sample", type=int, help="validate a seeded random sample of N rows")
+    s.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    s.add_argument("--workers", type=int, default=2, help="processes simulating rows in parallel")
+    s.add_argument("--out", type=Path, help="write DIR/rows.csv (id, predicted_ttft_ms, predicted_tpot_ms, status)")
+    s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
+    s.set_defaults(func=_cmd_silicon)
+    m = vs.add_parser("mlperf", help="published MLPerf rows (mlperf_calibration.csv): predicted / published")
+    m.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/mlperf_calibration.csv")
+    m.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    m.set_defaults(func=_cmd_mlperf)
+
+
+def _cmd_silicon(args: argparse.Namespace) -> int:
+    from gpusim.validate.report import partition_table, write_report
+    from gpusim.validate.silicon import validate_silicon
+
+    if args.sample is not None and args.sample < 1:
+        raise InputError("command line", "sample", f"must be > 0, got {args.sample}")
+    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.rows_csv.to_csv(args.out / "rows.csv", index=False)
+    if args.report is not None:
+        sample = f" --sample {args.sample} --seed {args.seed}" if args.sample else ""
+        write_report(args.report, result.table, result.summary, "Silicon validation",
+                     f"gpusim validate silicon {args.path}{sample} --report {args.report}")
+    s = result.summary
+    if args.json:
+        print(json.dumps({k: s[k] for k in SILICON_JSON_KEYS}))
+        return 0
+    print(f"{s['rows_predicted']} of {s['rows_total']} rows predicted in {s['wall_s']:.1f} s; "
+          f"TTFT MAPE {100 * (s['mape_ttft'] or 0):.1f}%, TPOT MAPE {100 * (s['mape_tpot'] or 0):.1f}%")
+    for reason, n in s["not_predicted"].items():
+        print(f"  not predicted ({n}): {reason}")
+    print(partition_table(s["partitions"], ("system", "model", "backend", "mode", "isl/osl")))
+    return 0
+
+
+def _cmd_mlperf(args: argparse.Namespace) -> int:
+    from gpusim.validate.mlperf import format_mlperf, json_result, validate_mlperf
+
+    result = validate_mlperf(args.path)
+    print(json.dumps(json_result(result)) if args.json else format_mlperf(result))
+    return 0

@@ -1,0 +1,1 @@
+"""Validation against measured data: the silicon sample (closed-loop runs) and published MLPerf results."""

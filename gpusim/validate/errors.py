@@ -1,0 +1,57 @@
+"""Absolute percentage errors of predictions against measurements, per partition (DESIGN §5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def ape(predicted: pd.Series, measured: pd.Series) -> pd.Series:
+    """|predicted − measured| / measured (a fraction; NaN where either is missing)."""
+    return (predicted - measured).abs() / measured
+
+
+def _stat(values: pd.Series, how: str) -> float | None:
+    v = values.dropna()
+    if v.empty:
+        return None
+    out = float(v.mean() if how == "mean" else v.median())
+    return None if math.isnan(out) else out
+
+
+def error_stats(df: pd.DataFrame, metrics: tuple[str, ...]) -> dict:
+    """MAPE, median APE and mean signed error (fractions) of each metric over the predicted rows of `df`.
+
+    `df` has `predicted_<m>` and `measured_<m>` columns for every metric `m`, and a bool `predicted`.
+    """
+    ok = df[df["predicted"]]
+    out: dict = {"rows": len(df), "rows_predicted": len(ok)}
+    for m in metrics:
+        p, s = ok[f"predicted_{m}"], ok[f"measured_{m}"]
+        e = ape(p, s)
+        out[f"mape_{m}"] = _stat(e, "mean")
+        out[f"median_ape_{m}"] = _stat(e, "median")
+        out[f"bias_{m}"] = _stat((p - s) / s, "mean")
+    return out
+
+
+def partition_errors(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tuple[str, ...]) -> list[dict]:
+    """One `error_stats` dict per value of each partition; `keys` maps a partition kind to its columns."""
+    rows = []
+    for kind, cols in keys.items():
+        for value, group in df.groupby(cols, dropna=False, sort=True):
+            values = value if isinstance(value, tuple) else (value,)
+            label = ", ".join(str(v) for v in values)
+            rows.append({"kind": kind, "value": label, **error_stats(group, metrics)})
+    return rows
+
+
+def worst(partitions: list[dict], metric: str, top: int = 10, min_rows: int = 1) -> list[dict]:
+    """The `top` partitions with the largest MAPE of `metric` among those with predictions."""
+    scored = [p for p in partitions if p.get(f"mape_{metric}") is not None and p["rows_predicted"] >= min_rows]
+    return sorted(scored, key=lambda p: -np.float64(p[f"mape_{metric}"]))[:top]
+
+
+__all__ = ["ape", "error_stats", "partition_errors", "worst"]

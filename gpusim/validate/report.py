@@ -1,0 +1,93 @@
+"""A validation report: markdown summary and predicted-vs-measured scatter plots per partition."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from gpusim.validate.errors import worst
+
+_KINDS_PLOTTED = ("system", "model", "backend", "mode", "isl/osl")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def partition_table(partitions: list[dict], kinds: tuple[str, ...] | None = None) -> str:
+    """Markdown rows: kind, value, predicted/rows, TTFT and TPOT MAPE, median APE and bias."""
+    lines = ["| partition | value | predicted / rows | TTFT MAPE | TTFT median | TTFT bias | TPOT MAPE | "
+             "TPOT median | TPOT bias |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in partitions:
+        if kinds is not None and p["kind"] not in kinds:
+            continue
+        lines.append(f"| {p['kind']} | {p['value']} | {p['rows_predicted']} / {p['rows']} | {_pct(p['mape_ttft'])} | "
+                     f"{_pct(p['median_ape_ttft'])} | {_pct(p['bias_ttft'])} | {_pct(p['mape_tpot'])} | "
+                     f"{_pct(p['median_ape_tpot'])} | {_pct(p['bias_tpot'])} |")
+    return "\n".join(lines)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def scatter(table: pd.DataFrame, kind: str, column: str, path: Path) -> None:
+    """One figure for a partition kind: TTFT and TPOT predicted vs measured, coloured by its values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = table[table["predicted"]]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
+        for value, g in ok.groupby(column, sort=True):
+            ax.scatter(g[f"measured_{metric}"], g[f"predicted_{metric}"], s=8, alpha=0.6, label=str(value))
+        lo = max(1e-3, float(ok[[f"measured_{metric}", f"predicted_{metric}"]].min().min())) if len(ok) else 1e-3
+        hi = float(ok[[f"measured_{metric}", f"predicted_{metric}"]].max().max()) if len(ok) else 1.0
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        for f in (0.5, 2.0):
+            ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+        ax.set(xscale="log", yscale="log", xlabel=f"measured {metric.upper()} (ms)",
+               ylabel=f"predicted {metric.upper()} (ms)", title=f"{metric.upper()} by {kind} (dotted: 2x)")
+    axes[1].legend(fontsize=6, loc="upper left", markerscale=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, command: str) -> Path:
+    """Write `out/README.md` and one scatter PNG per partition kind; returns the markdown path."""
+    from gpusim.validate.silicon import PARTITIONS
+
+    out.mkdir(parents=True, exist_ok=True)
+    parts = summary["partitions"]
+    lines = [f"# {title}", "", f"Regenerate: `{command}`", "",
+             f"Rows: {summary['rows_total']}, predicted {summary['rows_predicted']} "
+             f"({100 * summary['rows_predicted'] / max(summary['rows_total'], 1):.1f}%). "
+             f"Overall TTFT MAPE {_pct(summary['mape_ttft'])} (median APE {_pct(summary.get('median_ape_ttft'))}), "
+             f"TPOT MAPE {_pct(summary['mape_tpot'])} (median APE {_pct(summary.get('median_ape_tpot'))}). "
+             "APE = |predicted − measured| / measured; MAPE = mean APE over predicted rows; bias = mean signed "
+             "relative error (+: gpusim predicts slower).", ""]
+    if summary.get("wall_s") is not None:
+        lines += [f"Wall time: {summary['wall_s']:.0f} s.", ""]
+    lines += ["## Rows not predicted", "", "| reason | rows |", "|---|---|"]
+    lines += [f"| {reason} | {n} |" for reason, n in summary.get("not_predicted", {}).items()] or ["| - | 0 |"]
+    lines += ["", "## Worst partitions (exact configuration, at least 5 predicted rows)", ""]
+    configs = [p for p in parts if p["kind"] == "config"]
+    for metric in ("ttft", "tpot"):
+        lines += [f"### by {metric.upper()} MAPE", "", partition_table(worst(configs, metric, 10, 5)), ""]
+    lines += ["## All partitions", "", partition_table(parts), "", "## Scatter plots", ""]
+    for kind in _KINDS_PLOTTED:
+        column = PARTITIONS[kind][0]
+        name = f"scatter-{_slug(kind)}.png"
+        scatter(table, kind, column, out / name)
+        lines += [f"![{kind}]({name})", ""]
+    path = out / "README.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+__all__ = ["partition_table", "scatter", "write_report"]

@@ -1,0 +1,63 @@
+"""Simulate a *model* (not an MLPerf benchmark) at a fixed concurrency and fixed ISL/OSL.
+
+`gpusim.api.run_spec` needs a benchmark to pick the model; measured closed-loop points (the silicon
+sample) name a model, a deployment and lengths instead. This drives the same pieces run_spec does:
+`build.make_setup` (pools with their cost models and memory plans, aggregated or disaggregated) →
+closed-loop workload → `Setup.simulate` → `metrics.summarize`. No benchmark is involved: the setup's
+`bench` (used only for MLPerf-sized workloads) is None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpusim.analysis.metrics import add_latency_columns, summarize
+from gpusim.build import make_setup
+from gpusim.loadgen.scenarios import closed_loop
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.hardware import Hardware
+from gpusim.specs.model import ModelSpec
+
+
+class Unsupported(Exception):
+    """The simulator cannot model this case yet; the message says why."""
+
+
+def closed_loop_samples(concurrency: int) -> int:
+    """Requests to issue: three waves, and at least 50 beyond the two waves left out of the statistics."""
+    return max(3 * concurrency, 2 * concurrency + 50)
+
+
+@dataclass(frozen=True)
+class ClosedLoopResult:
+    """Steady-state means (the middle waves) and the run's LoadGen-style summary."""
+
+    ttft_mean_s: float
+    tpot_mean_s: float
+    summary: dict
+
+
+def steady_state(records: pd.DataFrame, concurrency: int) -> pd.DataFrame:
+    """Requests issued after the first wave and before the last: the first `concurrency` start together
+    (a burst no steady state has) and the last `concurrency` finish while the load drains."""
+    df = add_latency_columns(records)
+    n = int(df["request_id"].max()) + 1 if len(df) else 0
+    window = df[(df["request_id"] >= concurrency) & (df["request_id"] < n - concurrency)]
+    return window if len(window) else df
+
+
+def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int, osl: int,
+                         samples: int | None = None, source: str = "silicon row") -> ClosedLoopResult:
+    """Run `dep` of `model` on `hw` with `concurrency` requests in flight, each `isl` in and `osl` out."""
+    setup = make_setup(hw, None, model, dep, source)  # type: ignore[arg-type]  # no benchmark: closed loop
+    workload = closed_loop(concurrency, isl, osl, samples or closed_loop_samples(concurrency))
+    records, _, _ = setup.simulate(workload)
+    summary = summarize(records, "concurrency", None, setup.num_gpus)
+    window = steady_state(records, concurrency)
+    return ClosedLoopResult(float(np.mean(window["ttft_s"])), float(np.nanmean(window["tpot_s"])), summary)
+
+
+__all__ = ["ClosedLoopResult", "Unsupported", "closed_loop_samples", "simulate_closed_loop", "steady_state"]

@@ -1,0 +1,343 @@
+"""`gpusim validate silicon`: simulate every row of a silicon sample and score TTFT and TPOT.
+
+A row (shaped like ../shared/reference/silicon_sample.csv, AIConfigurator's columns) is one deployment
+measured closed-loop at a fixed concurrency with fixed ISL/OSL. Each row maps by rule to a system
+profile, a model YAML and a `Deployment`:
+
+- system `h100_sxm`, `gb300`, … → the profile `map_accelerator` finds (h100-hgx, gb300-nvl72, …);
+- `model_path` → the model whose id matches the checkpoint name without its quantisation/instruct
+  suffix (`nvidia/Llama-3.1-8B-Instruct-FP8` → llama3.1-8b; a point release such as DeepSeek-V3.1
+  falls back to its base architecture);
+- `gemm_quant_mode` (else `precision`, else the checkpoint suffix, else bf16) → weights/activations:
+  fp8 and fp8_block → fp8, nvfp4 → fp4, int4_wo → fp4-sized weights with bf16 activations (Blackwell
+  only). KV cache fp8, bf16 for bf16 checkpoints.
+- AIC's parallelism: an instance has `tp_size × attention_dp_size` GPUs (gpusim tp), `moe_ep_size`
+  (gpusim ep) and attention DP when `attention_dp_size > 1`; `batch_size` is per attention-DP rank.
+  One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
+  counts; where those are empty, one worker each is assumed and said in the status.
+- concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
+  `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
+
+Prediction: the closed-loop run issues `max(3c, 2c + 50)` requests and averages TTFT and TPOT over the
+requests issued after the first wave and before the last (steady state). The silicon columns are
+per-run averages (benchmark_serving/aiperf report mean TTFT and mean TPOT), so means are compared.
+Only the `trtllm` software profile exists: every backend (trtllm, vllm, sglang) and version runs
+with it; the backend is a partition of the error table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gpusim.analysis.published import map_accelerator
+from gpusim.errors import InputError
+from gpusim.specs.deployment import Deployment, Parallelism
+from gpusim.specs.hardware import Dtype, load_hardware
+from gpusim.specs.model import load_model, model_names
+from gpusim.validate.errors import error_stats, partition_errors
+from gpusim.validate.runner import Unsupported, simulate_closed_loop
+
+METRICS = ("ttft", "tpot")
+PARTITIONS: dict[str, list[str]] = {
+    "system": ["system"],
+    "model": ["model_path"],
+    "backend": ["backend"],
+    "mode": ["mode"],
+    "isl/osl": ["isl_osl"],
+    "config": ["model_path", "system", "backend", "mode"],
+}
+"""Partition kinds of the error table: one dimension each, and the exact configuration."""
+
+UNDESCRIBED: dict[str, str] = {
+    "qwen3.5-397b-a17b": "Qwen3.5 interleaves Gated DeltaNet linear-attention layers (45 of 60) with full "
+                         "attention; gpusim has no linear-attention op",
+}
+"""Models in the sample whose architecture gpusim's ModelSpec cannot describe, with the reason."""
+
+_GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
+    "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"), "fp4": ("fp4", "fp4"),
+    "bf16": ("bf16", "bf16"), "int4_wo": ("fp4", "bf16"), "int4": ("fp4", "bf16"),
+}
+_SUFFIX = re.compile(r"-(fp8|nvfp4|fp4|instruct|hf)$")
+_CONCURRENCY_SOURCE = re.compile(r"silicon_concurrency=(\d+)")
+_CONCURRENCY_ID = re.compile(r"_c(\d+)(?=_|$)")
+
+
+@dataclass(frozen=True)
+class SiliconCase:
+    """What one row asks the simulator to run."""
+
+    hardware: str
+    systems: int
+    model: str
+    deployment: Deployment
+    concurrency: int
+    isl: int
+    osl: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        """Identical keys simulate identically (the cache of `predict_rows`)."""
+        return (self.hardware, self.systems, self.model, self.deployment.model_dump_json(), self.concurrency,
+                self.isl, self.osl)
+
+
+# ---- one row → one case --------------------------------------------------------------------------
+def _num(row: Mapping, field: str) -> float | None:
+    v = row.get(field)
+    if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == "":
+        return None
+    return float(v)
+
+
+def _int(row: Mapping, field: str, default: int) -> int:
+    v = _num(row, field)
+    return default if v is None or v < 1 else int(v)
+
+
+def map_system(system: str, gpus: int = 1) -> tuple[str, int] | None:
+    """(profile, systems) of a silicon `system` name (h100_sxm, gb200, …); None if no profile models it."""
+    return map_accelerator(system.replace("_", " "), max(gpus, 1))
+
+
+def map_model(model_path: str) -> str:
+    """The model id of a checkpoint path, by rule (module docstring); Unsupported if none describes it."""
+    name = model_path.rsplit("/", 1)[-1].lower()
+    while _SUFFIX.search(name):
+        name = _SUFFIX.sub("", name)
+    name = re.sub(r"^(meta-)?llama-(\d)", r"llama\2", name)
+    known = set(model_names())
+    for candidate in (name, re.sub(r"\.\d+$", "", name)):
+        if candidate in known:
+            return candidate
+    if name in UNDESCRIBED:
+        raise Unsupported(f"model {model_path}: {UNDESCRIBED[name]}")
+    raise Unsupported(f"model {model_path}: no architecture in workloads/models (valid: {', '.join(sorted(known))})")
+
+
+def row_concurrency(row: Mapping) -> int | None:
+    """Concurrency the row was measured at: silicon_concurrency=, else _c<N> in the id, else the (decode)
+    batch per rank × attention-DP ranks × workers."""
+    for pattern, field in ((_CONCURRENCY_SOURCE, "silicon_data_source"), (_CONCURRENCY_ID, "id")):
+        m = pattern.search(str(row.get(field) or ""))
+        if m:
+            return int(m.group(1))
+    prefix = "decode_" if str(row.get("mode")) == "disagg" else ""
+    batch = _num(row, f"{prefix}batch_size")
+    if batch is None:
+        return None
+    return int(batch) * _int(row, f"{prefix}attention_dp_size", 1) * _int(row, f"{prefix}num_workers", 1)
+
+
+def row_dtypes(row: Mapping) -> tuple[Dtype, Dtype, Dtype]:
+    """(weights, activations, kv_cache) from gemm_quant_mode, precision or the checkpoint name."""
+    mode = row.get("gemm_quant_mode") or row.get("precision")
+    if not isinstance(mode, str) or not mode:
+        suffix = re.search(r"-(fp8|nvfp4)$", str(row.get("model_path", "")).lower())
+        mode = suffix.group(1) if suffix else "bf16"
+    if mode not in _GEMM_DTYPES:
+        raise Unsupported(f"gemm_quant_mode {mode!r} has no gpusim dtype (valid: {', '.join(_GEMM_DTYPES)})")
+    weights, acts = _GEMM_DTYPES[mode]
+    return weights, acts, ("bf16" if mode == "bf16" else "fp8")
+
+
+def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool) -> tuple[Parallelism, list[str]]:
+    """One role's parallelism from AIC's `<prefix>tp_size`, `attention_dp_size`, `moe_ep_size` fields."""
+    tp, dp = _int(row, f"{prefix}tp_size", 1), _int(row, f"{prefix}attention_dp_size", 1)
+    ep = _int(row, f"{prefix}moe_ep_size", 1) if is_moe else 1
+    gpus = tp * dp
+    notes = []
+    if tp > 1 and dp > 1:
+        notes.append(f"{prefix}attention tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
+    if gpus % ep:
+        raise Unsupported(f"{prefix}moe_ep_size {ep} does not divide the {gpus} GPUs of an instance")
+    rank_batch = _num(row, f"{prefix}batch_size")
+    max_batch = int(rank_batch) * dp if rank_batch else batch
+    par = Parallelism(tp=gpus, pp=_int(row, f"{prefix}pp_size", 1), ep=ep, attention_dp=dp > 1,
+                      max_batch_size=max(max_batch or 256, 1), max_num_tokens=8192 * dp)
+    return par, notes
+
+
+def row_case(row: Mapping) -> SiliconCase:
+    """The run one silicon row describes; Unsupported (with the reason) when it cannot be built."""
+    system = str(row.get("system", ""))
+    profile = map_system(system)
+    if profile is None:
+        raise Unsupported(f"system {system!r}: no hardware profile")
+    model_id = map_model(str(row.get("model_path", "")))
+    model = load_model(model_id)
+    concurrency = row_concurrency(row)
+    if concurrency is None:
+        raise Unsupported("no concurrency: neither silicon_concurrency=, _c<N> in the id nor batch_size")
+    weights, acts, kv = row_dtypes(row)
+    common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}"}
+    is_moe = model.moe is not None
+    notes: list[str] = []
+    if weights == "fp4" and acts == "bf16":
+        notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
+    if str(row.get("mode")) == "disagg":
+        pools, gpus = {}, 0
+        for role in ("prefill", "decode"):
+            workers = _int(row, f"{role}_num_workers", 0)
+            if not workers:
+                workers = 1
+                notes.append(f"{role} workers unstated: 1 assumed")
+            per_worker = math.ceil(concurrency / workers) if role == "decode" else None
+            par, more = _parallelism(row, f"{role}_", per_worker, is_moe)
+            notes += more
+            pools[role] = par.model_copy(update={"instances": workers})
+            gpus += workers * par.gpus_per_instance
+        dep = Deployment(mode="disaggregated", **pools["decode"].model_dump(), prefill=pools["prefill"],
+                         decode=pools["decode"], **common)
+    else:
+        par, more = _parallelism(row, "", concurrency, is_moe)
+        notes += more
+        gpus = par.gpus_per_instance
+        dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
+    hardware, systems = map_system(system, gpus) or profile
+    return SiliconCase(hardware, systems, model_id, dep, concurrency, int(row["isl"]), int(row["osl"]),
+                       tuple(notes))
+
+
+# ---- simulate ---------------------------------------------------------------------------------------
+def predict_case(case: SiliconCase) -> tuple[float | None, float | None, str]:
+    """(TTFT ms, TPOT ms, status) of one case; status 'ok' or 'unsupported: …' / 'error: …'."""
+    try:
+        hw = load_hardware(case.hardware, case.systems)
+        res = simulate_closed_loop(hw, load_model(case.model), case.deployment, case.concurrency, case.isl,
+                                   case.osl, source=f"silicon row {case.deployment.name}")
+    except Unsupported as exc:
+        return None, None, f"unsupported: {exc}"
+    except InputError as exc:
+        return None, None, f"unsupported: {exc.field}: {exc.message}"
+    status = "ok" + (f" ({'; '.join(case.notes)})" if case.notes else "")
+    return res.ttft_mean_s * 1e3, res.tpot_mean_s * 1e3, status
+
+
+def predict_rows(rows: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
+    """`id, predicted_ttft_ms, predicted_tpot_ms, status` for every row, in order; identical cases run once."""
+    cases: list[SiliconCase | None] = []
+    statuses: list[str] = []
+    for row in rows.to_dict("records"):
+        try:
+            cases.append(row_case(row))
+            statuses.append("")
+        except (Unsupported, InputError, ValueError) as exc:
+            cases.append(None)
+            statuses.append(f"unsupported: {_one_line(exc)}")
+    unique = {c.key: c for c in cases if c is not None}
+    # Longest first (most requests × tokens), so the pool does not end on one long run.
+    order = sorted(unique.values(), key=lambda c: -c.concurrency * (c.isl + c.osl))
+    if workers > 1 and len(order) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = dict(zip([c.key for c in order], pool.map(predict_case, order, chunksize=1), strict=True))
+    else:
+        results = {c.key: predict_case(c) for c in order}
+    out = []
+    for row_id, case, status in zip(rows["id"], cases, statuses, strict=True):
+        ttft, tpot, st = results[case.key] if case is not None else (None, None, status)
+        out.append({"id": row_id, "predicted_ttft_ms": ttft, "predicted_tpot_ms": tpot, "status": st})
+    return pd.DataFrame(out, columns=["id", "predicted_ttft_ms", "predicted_tpot_ms", "status"])
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+# ---- score ----------------------------------------------------------------------------------------------
+def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame) -> pd.DataFrame:
+    """Rows with their partition columns, measured and predicted values (ms) and a `predicted` flag."""
+    t = pd.DataFrame({
+        "id": rows["id"].to_numpy(),
+        "system": rows["system"].to_numpy(),
+        "model_path": rows["model_path"].to_numpy(),
+        "backend": rows["backend"].to_numpy(),
+        "mode": rows["mode"].to_numpy(),
+        "isl_osl": (rows["isl"].astype(int).astype(str) + "/" + rows["osl"].astype(int).astype(str)).to_numpy(),
+        "measured_ttft": rows["silicon_ttft_ms"].astype(float).to_numpy(),
+        "measured_tpot": rows["silicon_tpot_ms"].astype(float).to_numpy(),
+        "predicted_ttft": predictions["predicted_ttft_ms"].astype(float).to_numpy(),
+        "predicted_tpot": predictions["predicted_tpot_ms"].astype(float).to_numpy(),
+        "status": predictions["status"].to_numpy(),
+    })
+    t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
+    return t
+
+
+def summarize_table(table: pd.DataFrame) -> dict:
+    """The `--json` object: totals, overall MAPE (fractions) and the per-partition table."""
+    overall = error_stats(table, METRICS)
+    not_predicted = table.loc[~table["predicted"], "status"].map(_reason).value_counts()
+    return {
+        "rows_total": overall["rows"],
+        "rows_predicted": overall["rows_predicted"],
+        "mape_ttft": overall["mape_ttft"],
+        "mape_tpot": overall["mape_tpot"],
+        "median_ape_ttft": overall["median_ape_ttft"],
+        "median_ape_tpot": overall["median_ape_tpot"],
+        "not_predicted": {k: int(v) for k, v in not_predicted.items()},
+        "partitions": partition_errors(table, PARTITIONS, METRICS),
+    }
+
+
+def _reason(status: str) -> str:
+    """A status shortened to its cause (row-specific numbers dropped), for counting."""
+    head = re.sub(r"(?<![\w.])\d+(\.\d+)?(?![\w.])", "N", status.split(" (")[0] if status.startswith("ok") else status)
+    return head[:160]
+
+
+def read_sample(path: Path, sample: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """The rows of a silicon CSV (all, or a seeded random `sample` of them, in file order)."""
+    try:
+        rows = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError) as exc:
+        raise InputError(str(path), "PATH", f"cannot read a CSV: {exc}") from None
+    need = {"id", "system", "model_path", "backend", "mode", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"}
+    missing = sorted(need - set(rows.columns))
+    if missing:
+        raise InputError(str(path), ", ".join(missing), "missing columns of a silicon sample")
+    if sample is not None and sample < len(rows):
+        rows = rows.sample(n=sample, random_state=seed).sort_index()
+    return rows.reset_index(drop=True)
+
+
+@dataclass
+class SiliconValidation:
+    """Everything `gpusim validate silicon` reports."""
+
+    table: pd.DataFrame
+    summary: dict
+    wall_s: float
+
+    @property
+    def rows_csv(self) -> pd.DataFrame:
+        t = self.table
+        return pd.DataFrame({"id": t["id"], "predicted_ttft_ms": t["predicted_ttft"],
+                             "predicted_tpot_ms": t["predicted_tpot"], "status": t["status"]})
+
+
+def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0) -> SiliconValidation:
+    """Predict every row of the silicon CSV at `path` and score it."""
+    started = time.perf_counter()
+    rows = read_sample(path, sample, seed)
+    table = scored_table(rows, predict_rows(rows, workers))
+    summary = summarize_table(table)
+    wall = time.perf_counter() - started
+    summary["wall_s"] = wall
+    return SiliconValidation(table, summary, wall)
+
+
+__all__ = [
+    "PARTITIONS", "SiliconCase", "SiliconValidation", "map_model", "map_system", "predict_case", "predict_rows",
+    "read_sample", "row_case", "row_concurrency", "row_dtypes", "scored_table", "summarize_table",
+    "validate_silicon",
+]

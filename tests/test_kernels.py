@@ -1,0 +1,53 @@
+"""Op-level calibration: the vectorised formulas equal the cost model's, and the AIC tables load (when installed)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gpusim.calibrate import kernels
+from gpusim.perf.roofline import gemm_efficiency, op_time
+from gpusim.specs.hardware import load_hardware
+from gpusim.specs.software import load_software
+
+
+def _setup():
+    hw = load_hardware("gb300-nvl72")
+    sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
+    return hw, sw, kernels.constants(sw)
+
+
+def test_gemm_formula_matches_roofline() -> None:
+    hw, _, p = _setup()
+    df = pd.DataFrame({"m": [1, 256, 8192], "n": [7168, 4096, 8192], "k": [2048, 4096, 8192], "dtype": ["fp8"] * 3})
+    got = kernels._predict_gemm(df, kernels.Machine(hw), p)
+    bw = hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
+    for (m, n, k), t in zip(df[["m", "n", "k"]].itertuples(index=False), got, strict=True):
+        eff = gemm_efficiency(m, p["gemm_efficiency_max"], p["gemm_m_half"])
+        want, _ = op_time(2 * m * n * k, n * k + m * (k + 2 * n), hw.peak_flops("fp8"), bw, eff, 1.0,
+                          p["kernel_launch_us"] * 1e-6)
+        assert t == pytest.approx(want)
+
+
+def test_allreduce_formula_matches_collectives() -> None:
+    from gpusim.perf.collectives import allreduce_time
+
+    hw, _, p = _setup()
+    df = pd.DataFrame({"num_gpus": [2, 4], "message_size": [1 << 20, 1 << 24]})
+    alpha = p["nvlink_hop_latency_us"] * 1e-6
+    got = kernels._predict_allreduce(df, kernels.Machine(hw), p, alpha)
+    for (n, size), t in zip(df.itertuples(index=False), got, strict=True):
+        want = allreduce_time(2.0 * size, n, hw.nvlink_bandwidth * p["allreduce_busbw_fraction"], alpha,
+                              hw.nvlink.sharp)
+        assert t == pytest.approx(want)
+
+
+def test_kernel_tables_load_and_compare() -> None:
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    hw, sw, p = _setup()
+    tables = kernels.load_tables(data, "gb300", max_rows=50)
+    assert {"gemm_bf16", "gemm_fp8", "context_attention", "generation_attention", "moe", "allreduce"} <= set(tables)
+    errors = kernels.family_errors(tables, kernels.predict(tables, hw, sw, p))
+    assert all(e["rows"] > 0 and e["mape"] >= 0 for e in errors.values())

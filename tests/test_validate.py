@@ -1,0 +1,166 @@
+"""Validation against measured rows: row → deployment mapping, rows.csv, partitions, the MLPerf validator."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from gpusim.cli import main
+from gpusim.validate.errors import error_stats, partition_errors
+from gpusim.validate.mlperf import validate_mlperf
+from gpusim.validate.runner import Unsupported
+from gpusim.validate.silicon import map_model, map_system, row_case, row_concurrency, row_dtypes
+
+SILICON_COLUMNS = [
+    "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl",
+    "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size", "attention_dp_size",
+    "moe_tp_size", "moe_ep_size", "prefill_batch_size", "prefill_num_workers", "prefill_tp_size",
+    "prefill_pp_size", "prefill_attention_dp_size", "prefill_moe_tp_size", "prefill_moe_ep_size",
+    "decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_pp_size", "decode_attention_dp_size",
+    "decode_moe_tp_size", "decode_moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms",
+]
+
+
+def _row(**fields) -> dict:
+    row = dict.fromkeys(SILICON_COLUMNS, math.nan)
+    row.update(backend="trtllm", backend_version="1.0", isl=128, osl=16, silicon_ttft_ms=50.0, silicon_tpot_ms=5.0)
+    row.update(fields)
+    return row
+
+
+AGG_DENSE = _row(id="llama_h100_trtllm_agg_128x16_c4_cfg1", silicon_data_source="silicon_concurrency=4",
+                 model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="fp8", mode="agg",
+                 gemm_quant_mode="fp8", batch_size=4, tp_size=2, pp_size=1, attention_dp_size=1, moe_tp_size=2,
+                 moe_ep_size=1)
+AGG_MOE_DP = _row(id="dsr1_b200_trtllm_agg_128x16_c16_cfg2", silicon_data_source="config_id=2",
+                  model_path="nvidia/DeepSeek-R1-NVFP4", system="b200_sxm", precision="fp4", mode="agg",
+                  gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", batch_size=2, tp_size=1, pp_size=1,
+                  attention_dp_size=8, moe_tp_size=1, moe_ep_size=8)
+DISAGG = _row(id="2026_qwen3_32b_gb200_sglang_fp8_disagg_128x16_c6_tp2_ep1_7", silicon_data_source="model=Qwen3-32B",
+              model_path="Qwen/Qwen3-32B", system="gb200", backend="sglang", precision="fp8", mode="disagg",
+              gemm_quant_mode="fp8", moe_quant_mode="fp8", prefill_tp_size=1, prefill_pp_size=1,
+              prefill_attention_dp_size=1, prefill_moe_tp_size=1, prefill_moe_ep_size=1, decode_tp_size=2,
+              decode_pp_size=1, decode_attention_dp_size=1, decode_moe_tp_size=2, decode_moe_ep_size=1)
+UNKNOWN_MODEL = _row(id="mystery_h100_c2", silicon_data_source="silicon_concurrency=2", model_path="acme/Mystery-7B",
+                     system="h100_sxm", mode="agg", tp_size=1, batch_size=2)
+
+
+def test_system_names_map_by_rule() -> None:
+    assert map_system("h100_sxm") == ("h100-hgx", 1)
+    assert map_system("h200_sxm") == ("h200-hgx", 1)
+    assert map_system("b300_sxm", 16) == ("b300-hgx", 2)
+    assert map_system("gb200") == ("gb200-nvl72", 1)
+    assert map_system("gb300") == ("gb300-nvl72", 1)
+    assert map_system("mi300x") is None
+
+
+def test_models_map_by_rule() -> None:
+    assert map_model("nvidia/Llama-3.1-8B-Instruct-FP8") == "llama3.1-8b"
+    assert map_model("meta-llama/Llama-3.1-70B") == "llama3.1-70b"
+    assert map_model("nvidia/DeepSeek-V3.1-NVFP4") == "deepseek-v3"
+    assert map_model("Qwen/Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b"
+    with pytest.raises(Unsupported, match="linear-attention"):
+        map_model("Qwen/Qwen3.5-397B-A17B")
+    with pytest.raises(Unsupported, match="no architecture"):
+        map_model("acme/Mystery-7B")
+
+
+def test_aggregated_rows_build_one_instance() -> None:
+    dense = row_case(AGG_DENSE)
+    d = dense.deployment
+    assert (dense.hardware, dense.systems, dense.model, dense.concurrency) == ("h100-hgx", 1, "llama3.1-8b", 4)
+    assert (d.mode, d.tp, d.ep, d.attention_dp, d.instances, d.max_batch_size) == ("aggregated", 2, 1, False, 1, 4)
+    assert (d.weights, d.activations, d.kv_cache) == ("fp8", "fp8", "fp8")
+    moe = row_case(AGG_MOE_DP)
+    d = moe.deployment
+    assert (moe.model, moe.concurrency) == ("deepseek-r1", 16)  # from the id: the source has no concurrency
+    assert (d.tp, d.ep, d.attention_dp, d.max_batch_size, d.weights) == (8, 8, True, 16, "fp4")
+
+
+def test_disaggregated_row_with_empty_batch_and_workers() -> None:
+    assert row_concurrency(DISAGG) == 6  # `_c6` in the id
+    case = row_case(DISAGG)
+    d = case.deployment
+    assert d.mode == "disaggregated"
+    assert (d.prefill.tp, d.prefill.instances, d.decode.tp, d.decode.instances) == (1, 1, 2, 1)
+    assert d.decode.max_batch_size == 6
+    assert case.hardware == "gb200-nvl72"
+    assert any("workers unstated" in n for n in case.notes)
+
+
+def test_dtypes_from_quant_modes() -> None:
+    assert row_dtypes({"gemm_quant_mode": "nvfp4"}) == ("fp4", "fp4", "fp8")
+    assert row_dtypes({"gemm_quant_mode": "fp8_block"}) == ("fp8", "fp8", "fp8")
+    assert row_dtypes({"gemm_quant_mode": math.nan, "precision": "bf16"}) == ("bf16", "bf16", "bf16")
+    assert row_dtypes({"model_path": "nvidia/Qwen3-32B-NVFP4"}) == ("fp4", "fp4", "fp8")
+    assert row_dtypes({"gemm_quant_mode": "int4_wo"}) == ("fp4", "bf16", "fp8")
+
+
+def test_rows_csv_has_one_line_per_input_row(tmp_path, capsys) -> None:
+    csv = tmp_path / "rows_in.csv"
+    pd.DataFrame([AGG_DENSE, DISAGG, UNKNOWN_MODEL], columns=SILICON_COLUMNS).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    assert main(["validate", "silicon", str(csv), "--json", "--workers", "1", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions"}
+    assert summary["rows_total"] == 3 and summary["rows_predicted"] == 2
+    rows = pd.read_csv(out / "rows.csv")
+    assert list(rows.columns) == ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status"]
+    assert rows["id"].tolist() == [AGG_DENSE["id"], DISAGG["id"], UNKNOWN_MODEL["id"]]
+    assert rows["status"].str.startswith("ok").tolist() == [True, True, False]
+    assert "no architecture" in rows["status"][2]
+    assert (rows["predicted_ttft_ms"][:2] > 0).all() and (rows["predicted_tpot_ms"][:2] > 0).all()
+
+
+def test_partitions_by_hand() -> None:
+    t = pd.DataFrame({
+        "system": ["a", "a", "b", "b"],
+        "measured_ttft": [100.0, 200.0, 10.0, 10.0], "predicted_ttft": [110.0, 100.0, 20.0, math.nan],
+        "measured_tpot": [10.0, 10.0, 4.0, 4.0], "predicted_tpot": [10.0, 12.0, 3.0, math.nan],
+        "predicted": [True, True, True, False],
+    })
+    overall = error_stats(t, ("ttft", "tpot"))
+    assert overall["rows"] == 4 and overall["rows_predicted"] == 3
+    assert overall["mape_ttft"] == pytest.approx((0.1 + 0.5 + 1.0) / 3)
+    assert overall["median_ape_ttft"] == pytest.approx(0.5)
+    assert overall["bias_ttft"] == pytest.approx((0.1 - 0.5 + 1.0) / 3)
+    parts = {p["value"]: p for p in partition_errors(t, {"system": ["system"]}, ("ttft", "tpot"))}
+    assert parts["a"]["mape_ttft"] == pytest.approx(0.3) and parts["a"]["mape_tpot"] == pytest.approx(0.1)
+    assert parts["b"]["rows"] == 2 and parts["b"]["rows_predicted"] == 1
+    assert parts["b"]["mape_tpot"] == pytest.approx(0.25)
+
+
+def test_mlperf_validator_on_three_rows(tmp_path) -> None:
+    csv = tmp_path / "published.csv"
+    pd.DataFrame([
+        {"round": "v6.1", "system": "one-h100", "accelerator": "NVIDIA H100-SXM-80GB", "num_accelerators": 1,
+         "benchmark": "llama3.1-8b", "scenario": "Offline", "value": 3000.0, "unit": "tokens/s"},
+        {"round": "v6.1", "system": "b300", "accelerator": "NVIDIA B300-SXM-270GB", "num_accelerators": 8,
+         "benchmark": "qwen3-vl-235b-a22b", "scenario": "Offline", "value": 129.4, "unit": "samples/s"},
+        {"round": "v6.1", "system": "mi", "accelerator": "AMD Instinct MI355X", "num_accelerators": 8,
+         "benchmark": "llama2-70b-99.9", "scenario": "Offline", "value": 1e5, "unit": "tokens/s"},
+    ]).to_csv(csv, index=False)
+    result = validate_mlperf(csv, samples=64)
+    rows = result["rows"]
+    assert result["rows_supported"] == 1
+    assert rows[0]["status"].startswith("ok") and "trtllm" in rows[0]["status"]
+    assert rows[0]["ratio"] == pytest.approx(rows[0]["predicted"] / 3000.0)
+    assert rows[1]["status"].startswith("unsupported: benchmark qwen3-vl-235b-a22b")
+    assert rows[2]["status"].startswith("unsupported: accelerator")
+    assert result["mape"] == pytest.approx(abs(rows[0]["ratio"] - 1))
+
+
+@pytest.mark.slow
+def test_silicon_sample_rows_parse(shared_dir) -> None:
+    rows = pd.read_csv(shared_dir / "reference" / "silicon_sample.csv")
+    built = 0
+    for row in rows.to_dict("records"):
+        try:
+            row_case(row)
+            built += 1
+        except Unsupported:
+            pass
+    assert built >= 0.9 * len(rows)
