@@ -1,0 +1,119 @@
+"""Power, energy and cost per output token of a run, from TDPs, utilisation, capex and power price.
+
+Power of the hardware, averaged over the run (watts):
+    gpu    = TDP · [used · (idle + (busy − idle) · u) + unused · idle]
+    other  = systems · (system power − GPUs per system · TDP)     CPUs, NICs, switches, fans; constant
+    total  = (gpu + other) · PUE                                     at the facility
+where `u` is the mean busy fraction of the instances (engine busy time / simulated time), `idle` and
+`busy` are fractions of TDP, and unused GPUs (not in any instance) idle. Then
+    energy_j_per_token     = total / (output tokens/s)
+    tokens_per_s_per_mw    = (output tokens/s) / (total / 1e6)
+    usd_per_million_tokens = 1e6 · [capex · systems / (years · 365.25 · 86,400 s) + total/1e3 · $/kWh / 3,600 s]
+                             / (output tokens/s)
+The defaults live in hardware_profiles/costs.yaml, each with its source and grade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpusim.errors import InputError
+from gpusim.specs.hardware import PROFILES, Hardware
+from gpusim.specs.loading import load_yaml_model, validate
+from gpusim.specs.sourced import Sourced
+
+COSTS_FILE = PROFILES / "costs.yaml"
+SECONDS_PER_YEAR = 365.25 * 86_400
+
+
+class CostProfile(BaseModel):
+    """hardware_profiles/costs.yaml: cost and power defaults, every number sourced and graded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amortisation_years: Sourced
+    usd_per_kwh: Sourced
+    pue: Sourced
+    gpu_idle_fraction: Sourced
+    """Power of an idle GPU as a fraction of its TDP."""
+    gpu_busy_fraction: Sourced
+    """Power of a GPU running batch steps as a fraction of its TDP."""
+    capex_usd: dict[str, Sourced]
+    """Purchase price of one system (rack or node) by system id."""
+
+
+class CostOverrides(BaseModel):
+    """Per-run replacements for the defaults; `capex_usd` is the price of one system of the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amortisation_years: float | None = Field(None, gt=0)
+    usd_per_kwh: float | None = Field(None, ge=0)
+    pue: float | None = Field(None, ge=1)
+    gpu_idle_fraction: float | None = Field(None, ge=0, le=1)
+    gpu_busy_fraction: float | None = Field(None, ge=0, le=1)
+    capex_usd: float | None = Field(None, ge=0)
+
+
+class BusyStats(Protocol):
+    """What the engine reports that the energy model needs (gpusim.sim.cluster.SimStats)."""
+
+    busy_s: Sequence[float]
+
+
+@cache
+def load_costs() -> CostProfile:
+    """The cost defaults (hardware_profiles/costs.yaml)."""
+    return load_yaml_model(CostProfile, COSTS_FILE)
+
+
+def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
+                    overrides: Mapping | None = None) -> dict[str, float | None]:
+    """Average power, energy per token, tokens/s per MW and $ per million output tokens of one run.
+
+    `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
+    None when the run produced no tokens.
+    """
+    over = validate(CostOverrides, dict(overrides or {}), "costs")
+    costs = load_costs()
+
+    def value(name: str) -> float:
+        given = getattr(over, name)
+        return getattr(costs, name).value if given is None else given
+
+    capex = over.capex_usd
+    if capex is None:
+        if hardware.id not in costs.capex_usd:
+            raise InputError(str(COSTS_FILE), "capex_usd", f"no price for {hardware.id!r}; add one or pass "
+                             f"capex_usd; priced: {', '.join(sorted(costs.capex_usd))}")
+        capex = costs.capex_usd[hardware.id].value
+
+    util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
+    tdp = hardware.gpu.tdp_w.value
+    used = min(int(summary.get("num_gpus") or 0), hardware.num_gpus)
+    idle, busy = value("gpu_idle_fraction"), value("gpu_busy_fraction")
+    gpu_w = tdp * (used * (idle + (busy - idle) * util) + (hardware.num_gpus - used) * idle)
+    other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
+    power_w = (gpu_w + other_w) * value("pue")
+
+    usd_per_s = (capex * hardware.systems / (value("amortisation_years") * SECONDS_PER_YEAR)
+                 + power_w / 1e3 * value("usd_per_kwh") / 3600)
+    tps = summary.get("output_tokens_per_s") or 0.0
+    return {
+        "power_kw": power_w / 1e3,
+        "gpu_busy_fraction": util,
+        "energy_j_per_token": power_w / tps if tps > 0 else None,
+        "tokens_per_s_per_mw": tps / (power_w / 1e6) if power_w > 0 else None,
+        "usd_per_million_tokens": 1e6 * usd_per_s / tps if tps > 0 else None,
+    }
+
+
+def busy_fraction(busy_s: Sequence[float], simulated_s: float | None) -> float:
+    """Mean fraction of the run the instances spent running batch steps, in [0, 1]."""
+    if not busy_s or not simulated_s:
+        return 0.0
+    return min(max(sum(busy_s) / (len(busy_s) * simulated_s), 0.0), 1.0)

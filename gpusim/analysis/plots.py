@@ -1,0 +1,228 @@
+"""Figures from a sweep's results.parquet: scaling, generations, pareto, latency-cdf (PNG or SVG).
+
+Figures are built with matplotlib's object API (no pyplot), so no GUI backend or global state is involved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, LogFormatter
+
+from gpusim.analysis.metrics import add_latency_columns
+from gpusim.errors import InputError, unknown_name
+
+GENERATIONS = ["h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72"]
+"""Hardware in generation order, left to right in the `generations` figure."""
+FORMATS = (".png", ".svg")
+MAX_CDF_LINES = 12
+TOKENS = EngFormatter(sep="")
+LABEL = EngFormatter(places=1, sep="")
+
+
+def plot(kind: str, results: Path, out: Path, where: Mapping[str, str] | None = None) -> Path:
+    """Draw figure `kind` from a sweep's results (rows filtered by `where` column=value) into `out`."""
+    if kind not in KINDS:
+        raise unknown_name("command line", "kind", kind, list(KINDS))
+    out = Path(out)
+    if out.suffix.lower() not in FORMATS:
+        raise InputError("command line", "out", f"{out.name}: unknown image type; valid: {', '.join(FORMATS)}")
+    df = select(read_results(Path(results)), where or {}, str(results))
+    draw, columns = KINDS[kind]
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(str(results), missing[0], f"column missing for a {kind} plot; needs {', '.join(columns)}")
+    fig = draw(df, Path(results))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=150, bbox_inches="tight")
+    return out
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """A results table (Parquet), or an InputError naming the file."""
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise InputError(str(path), "-", "file not found; `gpusim sweep` writes DIR/results.parquet") from None
+    except Exception as exc:
+        raise InputError(str(path), "-", f"not a Parquet results table ({type(exc).__name__})") from None
+
+
+def select(df: pd.DataFrame, where: Mapping[str, str], source: str) -> pd.DataFrame:
+    """Rows whose column equals the value (compared as text), for each `where` item."""
+    for key, value in where.items():
+        if key not in df.columns:
+            raise InputError(source, key, f"no such column; valid: {', '.join(df.columns)}")
+        df = df[df[key].astype(str) == str(value)]
+    if df.empty:
+        raise InputError(source, "-", f"no rows{' match ' + str(dict(where)) if where else ''}")
+    return df
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Finished points only (a table without a status column is taken as all finished)."""
+    return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+def scaling(df: pd.DataFrame, _: Path) -> Figure:
+    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems."""
+    df = ok_rows(df)
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    effs = [1.0]
+    groups = df.groupby(["hardware", "benchmark", "scenario"], sort=True)
+    for i, ((hw, bench, scen), g) in enumerate(groups):
+        best = g.sort_values("output_tokens_per_s").groupby("systems").last().sort_index()
+        n0, tps0 = best.index[0], best["output_tokens_per_s"].iloc[0]
+        gpus, tps = best["num_gpus"].to_numpy(), best["output_tokens_per_s"].to_numpy()
+        ideal = tps0 * best.index.to_numpy() / n0
+        eff = tps / ideal
+        effs.extend(eff)
+        (line,) = left.plot(gpus, tps, "o-", label=f"{hw} {bench} {scen}")
+        left.plot(gpus, ideal, ":", color=line.get_color(), alpha=0.7)
+        right.plot(gpus, eff, "o-", color=line.get_color(), label=f"{hw} {bench} {scen}")
+        for x, e in zip(gpus, eff, strict=True):  # alternate above and below so groups do not collide
+            right.annotate(f"{e:.3f}", (x, e), textcoords="offset points", xytext=(0, 7 if i % 2 == 0 else -13),
+                           ha="center", fontsize=8, color=line.get_color())
+    left.plot([], [], "k:", label="ideal (linear from the smallest size)")
+    right.axhline(1.0, color="k", ls=":", label="ideal")
+    left.set(xlabel="GPUs", ylabel="output tokens/s", title="Throughput")
+    left.yaxis.set_major_formatter(TOKENS)
+    right.set(xlabel="GPUs", ylabel="throughput(N) / (N · throughput(1))", title="Scaling efficiency",
+              ylim=(min(0.9, min(effs) - 0.03), max(1.03, max(effs) + 0.03)))
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return fig
+
+
+def generations(df: pd.DataFrame, _: Path) -> Figure:
+    """Bars per hardware in generation order: tokens/s per GPU and per system, one row per benchmark."""
+    known = [h for h in GENERATIONS if h in set(df["hardware"])]
+    order = known + sorted(set(df["hardware"]) - set(known))
+    benches, scens = sorted(df["benchmark"].unique()), sorted(df["scenario"].unique())
+    fig = Figure(figsize=(13, 3.4 * len(benches) + 0.6), layout="constrained")
+    axes = fig.subplots(len(benches), 2, squeeze=False)
+    width = 0.8 / len(scens)
+    for row, bench in zip(axes, benches, strict=True):
+        for ax, per_system in zip(row, (False, True), strict=True):
+            for j, scen in enumerate(scens):
+                sel = df[(df["benchmark"] == bench) & (df["scenario"] == scen)]
+                _bars(ax, sel, order, per_system, np.arange(len(order)) + (j - (len(scens) - 1) / 2) * width,
+                      width, f"C{j}", scen)
+            ax.set_xticks(range(len(order)), order, rotation=20, fontsize=8)
+            ax.yaxis.set_major_formatter(TOKENS)
+            ax.grid(axis="y", alpha=0.3)
+            ax.set_title(f"{bench}: output tokens/s {'per system (rack or 8-GPU node)' if per_system else 'per GPU'}",
+                         fontsize=10)
+            ax.margins(y=0.15)
+            ax.set_ylim(bottom=0)
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+def _bars(ax, sel: pd.DataFrame, order: list[str], per_system: bool, xs: np.ndarray, width: float,
+          color: str, label: str) -> None:
+    ok = ok_rows(sel)
+    values = (ok["output_tokens_per_s"] / ok["systems"]) if per_system else ok["output_tokens_per_s_per_gpu"]
+    best = values.groupby(ok["hardware"]).max()
+    heights = [best.get(h, np.nan) for h in order]
+    ax.bar(xs, np.nan_to_num(heights), width, color=color, label=label)
+    tried = set(sel["hardware"])
+    for x, h, hw in zip(xs, heights, order, strict=True):
+        if not np.isnan(h):
+            ax.annotate(LABEL(h), (x, h), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+        elif hw in tried:
+            ax.annotate("n/a", (x, 0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7,
+                        color="0.4")
+
+
+def pareto(df: pd.DataFrame, _: Path) -> Figure:
+    """Tokens/s/GPU vs tokens/s/user (1 / median TPOT); the front of each hardware and benchmark in black."""
+    df = ok_rows(df).copy()
+    df["per_user"] = 1.0 / df["tpot_p50_s"]
+    df = df[np.isfinite(df["per_user"])]
+    color_by = "deployment.name" if "deployment.name" in df.columns else "hardware"
+    fig = Figure(figsize=(9, 7), layout="constrained")
+    ax = fig.subplots()
+    for i, (name, g) in enumerate(df.groupby(color_by, sort=True)):
+        valid = g["valid"].fillna(True).astype(bool) if "valid" in g.columns else pd.Series(True, index=g.index)
+        ax.scatter(g["per_user"][valid], g["output_tokens_per_s_per_gpu"][valid], color=f"C{i}", label=name, s=30)
+        ax.scatter(g["per_user"][~valid], g["output_tokens_per_s_per_gpu"][~valid], facecolors="none",
+                   edgecolors=f"C{i}", s=30)
+    groups = [c for c in ("hardware", "benchmark") if c in df.columns]
+    for key, g in (df.groupby(groups) if groups else [("all", df)]):
+        front = pareto_front(g["per_user"].to_numpy(), g["output_tokens_per_s_per_gpu"].to_numpy())
+        f = g.iloc[front].sort_values("per_user")
+        ax.plot(f["per_user"], f["output_tokens_per_s_per_gpu"], "k-", lw=2, alpha=0.8, zorder=0,
+                label=f"Pareto front {' '.join(map(str, np.atleast_1d(key)))}")
+        ax.scatter(f["per_user"], f["output_tokens_per_s_per_gpu"], s=90, facecolors="none", edgecolors="k")
+    if "valid" in df.columns and not df["valid"].fillna(True).astype(bool).all():
+        ax.scatter([], [], facecolors="none", edgecolors="0.3", label="misses the latency limits")
+    ax.set(xlabel="output tokens/s per user (1 / median TPOT)", ylabel="output tokens/s per GPU",
+           title="Throughput vs interactivity")
+    ax.yaxis.set_major_formatter(TOKENS)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    return fig
+
+
+def pareto_front(x: np.ndarray, y: np.ndarray) -> list[int]:
+    """Indices of the points no other point beats on both x and y (larger is better), by x descending."""
+    front, best_y = [], -np.inf
+    for i in sorted(range(len(x)), key=lambda i: (-x[i], -y[i])):
+        if y[i] > best_y:
+            front.append(i)
+            best_y = y[i]
+    return front
+
+
+def latency_cdf(df: pd.DataFrame, results: Path) -> Figure:
+    """CDFs of TTFT and TPOT per point, from DIR/requests/<point_id>.parquet."""
+    df = ok_rows(df)
+    if len(df) > MAX_CDF_LINES:
+        raise InputError(str(results), "-", f"{len(df)} points are too many for one CDF plot (at most "
+                         f"{MAX_CDF_LINES}); narrow them with --where COLUMN=VALUE")
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for (_, row), label in zip(df.iterrows(), point_labels(df), strict=True):
+        path = results.parent / "requests" / f"{row['point_id']}.parquet"
+        if not path.exists():
+            raise InputError(str(path), "-", "request records missing (sweep with `requests: true`)")
+        lat = add_latency_columns(pd.read_parquet(path))
+        for ax, col in zip(axes, ("ttft_s", "tpot_s"), strict=True):
+            v = np.sort(lat[col].dropna().to_numpy() * 1e3)
+            ax.plot(v, np.arange(1, len(v) + 1) / max(len(v), 1), label=label)
+    for ax, name in zip(axes, ("TTFT", "TPOT"), strict=True):
+        ax.set(xlabel=f"{name} (ms)", ylabel="fraction of requests", title=f"{name} CDF", xscale="log", ylim=(0, 1.01))
+        ax.axhline(0.99, color="0.5", ls=":", lw=1)
+        ax.xaxis.set_major_formatter(LogFormatter())
+        ax.xaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
+        ax.grid(alpha=0.3, which="both")
+    axes[1].legend(fontsize=8)
+    return fig
+
+
+def point_labels(df: pd.DataFrame) -> list[str]:
+    """A label per row from the sweep parameters that differ between the rows (else the point id)."""
+    if "params" not in df.columns:
+        return [str(p) for p in df.get("point_id", df.index)]
+    params = [json.loads(p) for p in df["params"]]
+    keys = [k for k in dict.fromkeys(k for p in params for k in p) if len({str(p.get(k)) for p in params}) > 1]
+    return [", ".join(f"{k}={p.get(k)}" for k in keys) or str(pid) for p, pid in zip(params, df["point_id"],
+                                                                                      strict=True)]
+
+
+KINDS: dict[str, tuple[Callable[[pd.DataFrame, Path], Figure], list[str]]] = {
+    "scaling": (scaling, ["hardware", "benchmark", "scenario", "systems", "num_gpus", "output_tokens_per_s"]),
+    "generations": (generations, ["hardware", "benchmark", "scenario", "systems", "output_tokens_per_s",
+                                  "output_tokens_per_s_per_gpu"]),
+    "pareto": (pareto, ["output_tokens_per_s_per_gpu", "tpot_p50_s"]),
+    "latency-cdf": (latency_cdf, ["point_id"]),
+}
+"""Each kind: its drawing function and the result columns it needs."""
