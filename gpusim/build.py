@@ -48,12 +48,22 @@ class Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
         return make_setup(self.hardware, self.bench, self.model, dep, source)
 
+    @property
+    def dispatch_overhead_s(self) -> float:
+        """Per-request front-end time of the software profile (`request_overhead_ms`), seconds."""
+        sw = getattr(self.pools[0].cost, "software", None)
+        return sw.value("request_overhead_ms") * 1e-3 if sw is not None else 0.0
+
+    def cluster(self, workload: Workload) -> Cluster:
+        """A fresh simulated cluster of this setup, fed by `workload`."""
+        kvb = DTYPE_BYTES[self.deployment.kv_cache]
+        return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
+                       lambda tokens: self.model.kv_bytes(int(tokens), kvb), self.dispatch_overhead_s)
+
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""
         started = time.perf_counter()
-        kvb = DTYPE_BYTES[self.deployment.kv_cache]
-        cluster = Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware),
-                          self.deployment.router, lambda tokens: self.model.kv_bytes(int(tokens), kvb))
+        cluster = self.cluster(workload)
         records = cluster.run().frame()
         return records, cluster.stats(), time.perf_counter() - started
 

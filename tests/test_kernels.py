@@ -18,14 +18,14 @@ def _setup():
 
 
 def test_gemm_formula_matches_roofline() -> None:
-    hw, _, p = _setup()
+    hw, sw, p = _setup()
     df = pd.DataFrame({"m": [1, 256, 8192], "n": [7168, 4096, 8192], "k": [2048, 4096, 8192], "dtype": ["fp8"] * 3})
     got = kernels._predict_gemm(df, kernels.Machine(hw), p)
     bw = hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
     for (m, n, k), t in zip(df[["m", "n", "k"]].itertuples(index=False), got, strict=True):
-        eff = gemm_efficiency(m, p["gemm_efficiency_max"], p["gemm_m_half"])
+        eff = gemm_efficiency(m, sw.gemm_efficiency("fp8"), p["gemm_m_half"])
         want, _ = op_time(2 * m * n * k, n * k + m * (k + 2 * n), hw.peak_flops("fp8"), bw, eff, 1.0,
-                          p["kernel_launch_us"] * 1e-6)
+                          sw.value("gemm_kernel_us") * 1e-6)
         assert t == pytest.approx(want)
 
 
@@ -38,7 +38,7 @@ def test_allreduce_formula_matches_collectives() -> None:
     got = kernels._predict_allreduce(df, kernels.Machine(hw), p, alpha)
     for (n, size), t in zip(df.itertuples(index=False), got, strict=True):
         want = allreduce_time(2.0 * size, n, hw.nvlink_bandwidth * p["allreduce_busbw_fraction"], alpha,
-                              hw.nvlink.sharp)
+                              hw.nvlink.sharp) + p["collective_kernel_us"] * 1e-6
         assert t == pytest.approx(want)
 
 

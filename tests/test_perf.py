@@ -19,7 +19,7 @@ from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import FabricSpec, GpuSpec, Hardware, SystemSpec
 from gpusim.specs.model import MLA, ModelSpec, MoE
-from gpusim.specs.software import CONSTANTS, SoftwareProfile, load_software
+from gpusim.specs.software import CONSTANTS, OPTIONAL, SoftwareProfile, load_software
 from gpusim.specs.sourced import Sourced
 
 GiB = 2**30
@@ -205,6 +205,48 @@ def test_hopper_without_fp4_falls_back_to_fp8() -> None:
     assert bw == pytest.approx(hop / 2)
 
 
+def test_gemm_efficiency_per_compute_dtype() -> None:
+    """A compute-bound FP8 GEMM slows by exactly eff_bf16 / eff_fp8 when the FP8 efficiency is set lower."""
+    b = BatchShape(prefill_tokens=8192)
+    base = software()
+    fp8 = base.model_copy(update={"gemm_efficiency_fp8": S(0.25)})
+    t0 = StepCostModel(hardware(), dense_model(), Deployment(), base).breakdown(b).by_op["ffn"]
+    t1 = StepCostModel(hardware(), dense_model(), Deployment(), fp8).breakdown(b).by_op["ffn"]
+    assert t1 == pytest.approx(2 * t0)
+    bf16 = StepCostModel(hardware(), dense_model(), Deployment(weights="bf16", activations="bf16"), fp8)
+    assert bf16.software.gemm_efficiency("bf16") == 0.5  # bf16 GEMMs keep gemm_efficiency_max
+
+
+def test_fixed_time_per_kernel_class() -> None:
+    """gemm_kernel_us replaces the launch time of GEMM kernels, attention_kernel_us of attention kernels."""
+    b = BatchShape(decode_seqs=1, decode_context=10)
+    base = software(launch_us=1)
+    t0 = StepCostModel(hardware(), dense_model(), Deployment(), base).step_time(b)
+    cls = base.model_copy(update={"gemm_kernel_us": S(11), "attention_kernel_us": S(21)})
+    t1 = StepCostModel(hardware(), dense_model(), Deployment(), cls).step_time(b)
+    # Per layer: qkv, o, ffn (2 kernels) are GEMMs (+10 µs each), attention (+20 µs); the LM head is a GEMM.
+    assert t1 - t0 == pytest.approx((LAYERS * (4 * 10 + 20) + 10) * 1e-6)
+
+
+def test_request_overhead_delays_every_first_token() -> None:
+    from gpusim.build import make_setup
+    from gpusim.loadgen.scenarios import closed_loop
+
+    hw = hardware(hbm_gib=80)
+    ttft = []
+    for ms in (0.0, 40.0):
+        sw = software().model_copy(update={"request_overhead_ms": S(ms)})
+        setup = make_setup(hw, None, dense_model(), Deployment(), "test")  # type: ignore[arg-type]
+        pool = setup.pools[0]
+        cost = StepCostModel(hw, dense_model(), Deployment(), sw)
+        setup = setup.__class__(hw, None, dense_model(), Deployment(), (pool.__class__(
+            pool.role, cost, pool.kv_capacity_tokens, pool.deployment, pool.count),))  # type: ignore[arg-type]
+        assert setup.dispatch_overhead_s == pytest.approx(ms * 1e-3)
+        records, _, _ = setup.simulate(closed_loop(1, 64, 8, 3))
+        ttft.append((records["first_token_s"] - records["scheduled_s"]).to_numpy())
+    assert ttft[1] == pytest.approx(ttft[0] + 0.040)
+
+
 # ---- memory ----------------------------------------------------------------------------------
 def test_memory_plan_by_hand_tp2() -> None:
     dep = Deployment(tp=2, weights="fp8", kv_cache="fp8", max_num_tokens=1024, max_batch_size=8)
@@ -279,7 +321,10 @@ def test_trtllm_profile_loads_with_graded_constants() -> None:
     prof = load_software("trtllm")
     for name in CONSTANTS:
         c = getattr(prof, name)
-        assert c.grade in "ABCD" and c.source and c.value > 0
+        if c is None:  # an optional constant falls back to its documented default
+            assert name in OPTIONAL
+            continue
+        assert c.grade in "ABCD" and c.source and c.value >= 0
     assert 0 < prof.hbm_bandwidth_fraction.value <= 1
     over = prof.model_copy(update={"overrides": {"hopper": {"gemm_efficiency_max": S(0.5)}}})
     assert over.for_architecture("hopper").gemm_efficiency_max.value == 0.5

@@ -146,7 +146,7 @@ def test_mlperf_validator_on_three_rows(tmp_path) -> None:
     result = validate_mlperf(csv, samples=64)
     rows = result["rows"]
     assert result["rows_supported"] == 1
-    assert rows[0]["status"].startswith("ok") and "trtllm" in rows[0]["status"]
+    assert rows[0]["status"].startswith("ok")  # v6.1 runs with trtllm (test_calibrate checks the rule)
     assert rows[0]["ratio"] == pytest.approx(rows[0]["predicted"] / 3000.0)
     assert rows[1]["status"].startswith("unsupported: benchmark qwen3-vl-235b-a22b")
     assert rows[2]["status"].startswith("unsupported: accelerator")

@@ -34,25 +34,30 @@ SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 CURRENT_TRTLLM = "1.3.0rc20"
 """AIC 0.12.0's `current` trtllm slot (systems/query_versions.yaml); other versions back-fill."""
 
-PARAMS = ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "attention_prefill_flops_fraction",
-          "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
-          "nvlink_hop_latency_us", "kernel_launch_us")
+PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
+          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
+          "attention_kernel_us", "moe_efficiency", "moe_kernel_us", "allreduce_busbw_fraction",
+          "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency", "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
-BOUNDS = {"gemm_m_half": (1.0, 4096.0), "kernel_launch_us": (0.0, 50.0), "nvlink_hop_latency_us": (0.01, 20.0)}
-_GEMM_LIKE = ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "kernel_launch_us")
-RELEVANT = {
-    "gemm": _GEMM_LIKE, "moe": _GEMM_LIKE,
-    "context_attention": ("attention_prefill_flops_fraction", "kernel_launch_us"),
-    "mla_context": ("attention_prefill_flops_fraction", "kernel_launch_us"),
-    "generation_attention": ("attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
-                             "kernel_launch_us"),
-    "mla_generation": ("attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
-                       "kernel_launch_us"),
-    "allreduce": ("allreduce_busbw_fraction", "nvlink_hop_latency_us"),
-    "alltoall": ("alltoall_efficiency", "nvlink_hop_latency_us"),
-}
-"""The constants each op family's time depends on (for the per-family fit)."""
+_FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "collective_kernel_us")
+BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),
+          **{k: (0.0, 60.0) for k in _FIXED}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
+_ATTN = ("attention_prefill_flops_fraction", "attention_kernel_us")
+_DECODE = ("attention_decode_bandwidth_fraction", "attention_kernel_us")
+RELEVANT = {
+    "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
+    "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
+    "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
+    "moe": ("moe_efficiency", "moe_kernel_us"),
+    "context_attention": _ATTN, "mla_context": _ATTN,
+    "generation_attention": _DECODE, "mla_generation": _DECODE,
+    "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
+    "alltoall": ("alltoall_efficiency", "alltoall_hop_latency_us"),
+}
+"""The constants each op family's time depends on (for the per-family fit); the others stay fixed.
+GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 fits move only their own
+peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
 
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
 # DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
@@ -94,9 +99,15 @@ def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float
     return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
 
 
-def _gemm_eff(m: np.ndarray, p: dict) -> np.ndarray:
-    """roofline.gemm_efficiency: eff_max · m / (m + m_half)."""
-    return p["gemm_efficiency_max"] * m / (m + p["gemm_m_half"])
+def _eff_max(dtypes: pd.Series, p: dict) -> np.ndarray:
+    """SoftwareProfile.gemm_efficiency per row: eff_max of the row's compute precision."""
+    names = {"bf16": "gemm_efficiency_max", "fp8": "gemm_efficiency_fp8", "fp4": "gemm_efficiency_fp4"}
+    return dtypes.map(lambda d: p[names[d]]).to_numpy(float)
+
+
+def _gemm_eff(m: np.ndarray, p: dict, dtypes: pd.Series, scale: float = 1.0) -> np.ndarray:
+    """roofline.gemm_efficiency: eff_max(dtype) · scale · m / (m + m_half)."""
+    return _eff_max(dtypes, p) * scale * m / (m + p["gemm_m_half"])
 
 
 def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
@@ -105,7 +116,8 @@ def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
     bytes_ = n * k * wb + m * (k * wb + n * 2.0)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    return _roofline(2 * m * n * k, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p), p["kernel_launch_us"] * 1e-6)
+    return _roofline(2 * m * n * k, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"]),
+                     p["gemm_kernel_us"] * 1e-6)
 
 
 def _causal_pairs(isl: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -120,7 +132,7 @@ def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.nda
     isl, window = df["isl"].to_numpy(float), df["window_size"].to_numpy(float)
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(isl, window)
     flops = pairs * 4 * df["num_heads"].to_numpy(float) * df["head_dim"].to_numpy(float)
-    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["kernel_launch_us"] * 1e-6
+    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["attention_kernel_us"] * 1e-6
 
 
 def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np.ndarray, dtypes: pd.Series,
@@ -128,7 +140,7 @@ def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np
     """step.py decode attention: max(KV·FLOPs / attention FLOPS, KV·bytes / attention bandwidth) + launch."""
     t_c = kv * flops_per_kv / (mc.peak(dtypes) * p["attention_prefill_flops_fraction"])
     t_m = kv * bytes_per_kv / (mc.hw.hbm_bandwidth * p["attention_decode_bandwidth_fraction"])
-    return np.maximum(t_c, t_m) + p["kernel_launch_us"] * 1e-6
+    return np.maximum(t_c, t_m) + p["attention_kernel_us"] * 1e-6
 
 
 def _predict_generation_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
@@ -146,7 +158,7 @@ def _predict_mla_context(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs (ops.py `_attention`)."""
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(df["isl"].to_numpy(float), np.zeros(len(df)))
     flops = pairs * 2 * df["num_heads"].to_numpy(float) * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
-    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["kernel_launch_us"] * 1e-6
+    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["attention_kernel_us"] * 1e-6
 
 
 def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
@@ -172,7 +184,8 @@ def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np
     flops = t * k * 2 * params / tp * load
     m = t * k / (e * hit)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p), p["kernel_launch_us"] * 1e-6, 2)
+    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], p["moe_efficiency"]),
+                     p["moe_kernel_us"] * 1e-6, 2)
 
 
 def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -> np.ndarray:
@@ -180,7 +193,7 @@ def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -
     n = df["num_gpus"].to_numpy(float)
     size = df["message_size"].to_numpy(float) * 2.0  # bf16 elements
     beta = 2 * (n - 1) / n * size / (mc.hw.nvlink_bandwidth * p["allreduce_busbw_fraction"])
-    return beta * (0.5 if mc.hw.nvlink.sharp else 1.0) + 2 * (n - 1) * alpha_s
+    return beta * (0.5 if mc.hw.nvlink.sharp else 1.0) + 2 * (n - 1) * alpha_s + p["collective_kernel_us"] * 1e-6
 
 
 def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, imbalance: float) -> np.ndarray:
@@ -253,19 +266,25 @@ FAMILIES = (
     Family("allreduce", "comm", "custom_allreduce_perf.parquet", lambda d: d,
            lambda d, mc, p, sw: _predict_allreduce(d, mc, p, _alpha(p))),
     Family("alltoall", "comm", "moe_a2a_perf.parquet", _prep_a2a,
-           lambda d, mc, p, sw: _predict_alltoall(d, mc, p, _alpha(p), sw.moe_imbalance.value)),
+           lambda d, mc, p, sw: _predict_alltoall(d, mc, p, p["alltoall_hop_latency_us"] * 1e-6,
+                                                  sw.moe_imbalance.value)),
 )
 
 
-def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int = 0) -> dict[str, pd.DataFrame]:
-    """Measured rows per family (GEMM split by dtype), `latency` in ms, at most `max_rows` each (seeded)."""
+def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int = 0,
+                backend: str = "trtllm") -> dict[str, pd.DataFrame]:
+    """Measured rows per family (GEMM split by dtype), `latency` in ms, at most `max_rows` each (seeded);
+    a family whose table is missing or shaped differently for `backend` is left out."""
     hw = load_hardware(_profile(system))
     out: dict[str, pd.DataFrame] = {}
     for fam in FAMILIES:
-        path = table_path(data, system, fam.folder, fam.file)
+        path = table_path(data, system, fam.folder, fam.file, backend)
         if path is None:
             continue
-        df = fam.prepare(pd.read_parquet(path))
+        try:
+            df = fam.prepare(pd.read_parquet(path))
+        except (KeyError, ValueError, AttributeError):
+            continue
         if "dtype" in df:
             df = df[df["dtype"].map(hw.supports)]
         if "num_gpus" in df:
@@ -289,7 +308,7 @@ def _profile(system: str) -> str:
 # ---- errors and the fit ------------------------------------------------------------------------------------
 def constants(sw: SoftwareProfile) -> dict[str, float]:
     """The fitted constants' current values in a software profile."""
-    return {name: float(getattr(sw, name).value) for name in PARAMS}
+    return {name: sw.value(name) for name in PARAMS}
 
 
 def predict(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwareProfile, p: dict) -> dict[str, np.ndarray]:
@@ -335,7 +354,7 @@ def fit_per_family(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwarePr
     """Each family fitted alone on the constants it depends on: what each op class asks of the profile."""
     out = {}
     for name, df in tables.items():
-        params = RELEVANT[df["op"].iloc[0]]
+        params = RELEVANT.get(name) or RELEVANT[df["op"].iloc[0]]
         one = {name: df}
         fitted = fit(one, hw, sw, params)
         out[name] = {"fitted": {k: fitted[k] for k in params},

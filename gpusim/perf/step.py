@@ -5,6 +5,9 @@ The time of one step of one instance is
     step_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
 with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
+GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
+profile's `moe_efficiency`; every kernel carries its class's fixed time (GEMM, MoE, attention,
+collective), which replaces the bare `kernel_launch_us` where the profile sets one.
 The T-part (GEMMs, MoE, collectives, launches) is cached per T; attention is linear in the causal
 pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped by the window, so
 it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
-from gpusim.perf.ops import CommOp, ModelOps, build_ops, ceil_div
+from gpusim.perf.ops import CommOp, ModelOps, MoEOp, build_ops, ceil_div
 from gpusim.perf.roofline import gemm_efficiency, op_time
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
@@ -85,19 +88,22 @@ class StepCostModel:
         self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
         self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
         self._launch = sw.kernel_launch_us.value * 1e-6
+        self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
+        self._moe_launch = sw.value("moe_kernel_us") * 1e-6
+        self._coll_launch = sw.value("collective_kernel_us") * 1e-6
+        self._moe_eff = sw.value("moe_efficiency")
         self._step_overhead = sw.step_overhead_us.value * 1e-6
-        self._eff_max = sw.gemm_efficiency_max.value
         self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}
 
         # LM head, closed form in rows R: compute = f·R / (P·eff(R)) = f·(R + m_half) / (P·eff_max).
         lm = self.ops.lm_head
-        p_lm = hardware.peak_flops(lm.dtype) * self._eff_max
+        p_lm = hardware.peak_flops(lm.dtype) * sw.gemm_efficiency(lm.dtype)
         self._lm_c0 = lm.flops_per_token * self._m_half / p_lm
         self._lm_c1 = lm.flops_per_token / p_lm
         self._lm_m0 = lm.weight_bytes / self._bw
         self._lm_m1 = lm.io_bytes_per_token / self._bw
-        self._lm_launch = lm.kernels * self._launch
+        self._lm_launch = lm.kernels * self._gemm_launch
 
         # Attention: seconds per pair / per KV token, summed over the layers.
         a = self.ops.attention
@@ -110,7 +116,7 @@ class StepCostModel:
         self._sliding_layers = a.sliding_layers
         self._window = a.window
         self._dp = a.dp
-        self._attn_launch = (a.full_layers + a.sliding_layers) * self._launch
+        self._attn_launch = (a.full_layers + a.sliding_layers) * sw.value("attention_kernel_us") * 1e-6
 
         self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
 
@@ -155,13 +161,16 @@ class StepCostModel:
         """(name, seconds without launches, bound, launch seconds) of every T-dependent op."""
         items = []
         for op in self.ops.token_ops:
-            eff_c = gemm_efficiency(op.gemm_m(t), self._eff_max, self._m_half) or 1.0
+            moe = isinstance(op, MoEOp)
+            eff_max = self.software.gemm_efficiency(op.dtype) * (self._moe_eff if moe else 1.0)
+            eff_c = gemm_efficiency(op.gemm_m(t), eff_max, self._m_half) or 1.0
             peak = self.hardware.peak_flops(op.dtype)
             sec, bound = op_time(op.flops(t), op.bytes(t), peak, self._bw, eff_c, 1.0)
-            launch = op.count * op.kernels * self._launch
-            items.append((op.name, op.count * sec, bound, launch))
+            fixed = self._moe_launch if moe else self._gemm_launch if op.flops_per_token else self._launch
+            items.append((op.name, op.count * sec, bound, op.count * op.kernels * fixed))
         for c in self.ops.comm_ops:
-            items.append((c.name, self._comm_time(c, t), "communication", 0.0))
+            fixed = c.count * self._coll_launch if c.kind != "alltoall" else 0.0
+            items.append((c.name, self._comm_time(c, t), "communication", fixed))
         return items
 
     def _fill(self, t: int) -> float:

@@ -45,8 +45,11 @@ class Cluster:
     the first pool (aggregated or prefill); prefill instances hand KV caches to the decode pool."""
 
     def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
-                 router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None) -> None:
+                 router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None,
+                 dispatch_overhead_s: float = 0.0) -> None:
         self.env = simpy.Environment()
+        self.dispatch_overhead_s = dispatch_overhead_s
+        """Front-end time (HTTP, tokenizer, scheduler) before an instance sees a request."""
         self.workload = workload
         self.records = Records(workload.input_tokens, workload.output_tokens)
         self.topology = topology or Topology()
@@ -65,6 +68,7 @@ class Cluster:
         self.router = make_router(router, front)
         self.decode_router = make_router("least_loaded", back) if back else None
         self.issued = 0
+        self.completion_hooks: list[Callable[[Request], None]] = []
 
     def run(self) -> Records:
         """Simulate until every request has completed."""
@@ -95,15 +99,24 @@ class Cluster:
             self._issue()
 
     def _issue(self) -> None:
+        wl, i = self.workload, self.issued
+        self.issue_request(int(wl.input_tokens[i]), int(wl.output_tokens[i]),
+                           wl.prefix_hashes[i] if wl.prefix_hashes else None)
+
+    def issue_request(self, prompt: int, output: int, hashes: tuple[int, ...] | None = None) -> int:
+        """Schedule a request now and route it; returns its id. The workload source calls this, and so
+        may an outside driver (the real MLPerf LoadGen, with a placeholder workload sized for its queries)."""
         i = self.issued
         self.issued += 1
-        self.records.scheduled_s[i] = self.env.now
-        hashes = self.workload.prefix_hashes[i] if self.workload.prefix_hashes else None
-        req = Request(i, int(self.workload.input_tokens[i]), int(self.workload.output_tokens[i]), hashes)
+        rec = self.records
+        rec.input_tokens[i], rec.output_tokens[i], rec.scheduled_s[i] = prompt, output, self.env.now
+        req = Request(i, prompt, output, hashes)
         inst = self.router.pick(req)
-        self.records.instance[i] = inst.index
+        rec.instance[i] = inst.index
         # the front end sits in system 0: dispatch to another system crosses the scale-out fabric
-        inst.submit(req, 0.0 if self.placement[inst.index].system == 0 else self.topology.scaleout_latency)
+        remote = 0.0 if self.placement[inst.index].system == 0 else self.topology.scaleout_latency
+        inst.submit(req, self.dispatch_overhead_s + remote)
+        return i
 
     def _handoff(self, src: Instance, req: Request) -> None:
         """Move a prefilled request's KV cache to a decode instance over the fabric."""
@@ -118,5 +131,7 @@ class Cluster:
         dst.submit_prefilled(req, landed)
 
     def _on_complete(self, req: Request) -> None:
+        for hook in self.completion_hooks:
+            hook(req)
         if self.workload.concurrency is not None and self.issued < len(self.workload):
             self._issue()

@@ -13,8 +13,8 @@ class Records:
 
     def __init__(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> None:
         n = len(input_tokens)
-        self.input_tokens = np.asarray(input_tokens, dtype=np.int64)
-        self.output_tokens = np.asarray(output_tokens, dtype=np.int64)
+        self.input_tokens = np.array(input_tokens, dtype=np.int64)
+        self.output_tokens = np.array(output_tokens, dtype=np.int64)
         self.scheduled_s = np.full(n, np.nan)
         self.first_token_s = np.full(n, np.nan)
         self.completion_s = np.full(n, np.nan)

@@ -18,6 +18,19 @@ from gpusim.specs.sourced import Sourced
 
 SOFTWARE = ROOT / "hardware_profiles" / "software"
 
+DEFAULTS: dict[str, str | float] = {
+    "gemm_efficiency_fp8": "gemm_efficiency_max",
+    "gemm_efficiency_fp4": "gemm_efficiency_max",
+    "moe_efficiency": 1.0,
+    "gemm_kernel_us": "kernel_launch_us",
+    "attention_kernel_us": "kernel_launch_us",
+    "moe_kernel_us": "kernel_launch_us",
+    "collective_kernel_us": 0.0,
+    "request_overhead_ms": 0.0,
+}
+"""Optional constants and what an absent one means: another constant's value, or a neutral number."""
+OPTIONAL = tuple(DEFAULTS)
+
 CONSTANTS = (
     "hbm_bandwidth_fraction",
     "gemm_efficiency_max",
@@ -32,11 +45,14 @@ CONSTANTS = (
     "moe_imbalance",
     "kernel_launch_us",
     "step_overhead_us",
+    *OPTIONAL,
 )
 FRACTIONS = frozenset({
     "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
     "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
+    "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency",
 })
+CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
 
 class SoftwareProfile(BaseModel):
@@ -49,7 +65,7 @@ class SoftwareProfile(BaseModel):
     hbm_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth for weight/activation streaming (memory-bound ops)."""
     gemm_efficiency_max: Sourced
-    """eff_max in the GEMM shape curve eff(m) = eff_max · m / (m + m_half), m = tokens in the GEMM."""
+    """eff_max of BF16 GEMMs in the shape curve eff(m) = eff_max · m / (m + m_half), m = tokens in the GEMM."""
     gemm_m_half: Sourced
     """Tokens at which a GEMM reaches half of eff_max (small batches run below peak)."""
     attention_prefill_flops_fraction: Sourced
@@ -72,9 +88,27 @@ class SoftwareProfile(BaseModel):
     """Fixed time added to every kernel (launch gap, tail), microseconds."""
     step_overhead_us: Sourced
     """Fixed time per engine step: scheduler, sampling, host synchronisation, microseconds."""
+    gemm_efficiency_fp8: Sourced | None = None
+    """eff_max of FP8 GEMMs (block-scaled kernels reach a lower fraction of their doubled peak)."""
+    gemm_efficiency_fp4: Sourced | None = None
+    """eff_max of NVFP4 GEMMs."""
+    moe_efficiency: Sourced | None = None
+    """Fraction of the GEMM efficiency that grouped MoE expert GEMMs reach (routing, permutes, small groups)."""
+    gemm_kernel_us: Sourced | None = None
+    """Fixed time per dense GEMM kernel (launch, prologue, tail wave), µs; replaces kernel_launch_us there."""
+    attention_kernel_us: Sourced | None = None
+    """Fixed time per attention kernel per layer (prefill or decode), µs."""
+    moe_kernel_us: Sourced | None = None
+    """Fixed time per grouped MoE GEMM kernel (incl. routing/permute kernels around it), µs."""
+    collective_kernel_us: Sourced | None = None
+    """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
+    request_overhead_ms: Sourced | None = None
+    """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None
+    calibration: dict[str, object] | None = None
+    """How the constants were fitted: `command`, `date`, `data`, `fit` and `held_out` errors (gpusim calibrate)."""
 
     @model_validator(mode="after")
     def _check(self) -> SoftwareProfile:
@@ -83,6 +117,8 @@ class SoftwareProfile(BaseModel):
             if bad:
                 raise ValueError(f"overrides.{arch}: unknown constant(s) {bad}; valid: {', '.join(CONSTANTS)}")
         for name in CONSTANTS:
+            if getattr(self, name) is None:
+                continue
             v = getattr(self, name).value
             if name in FRACTIONS and not 0 < v <= 1:
                 raise ValueError(f"{name} must be a fraction in (0, 1], got {v}")
@@ -91,6 +127,18 @@ class SoftwareProfile(BaseModel):
         if self.moe_imbalance.value < 1:
             raise ValueError("moe_imbalance must be >= 1 (busiest rank over mean)")
         return self
+
+    def value(self, name: str) -> float:
+        """A constant's value, an absent optional one resolved by `DEFAULTS`."""
+        c = getattr(self, name)
+        if c is not None:
+            return float(c.value)
+        d = DEFAULTS[name]
+        return self.value(d) if isinstance(d, str) else float(d)
+
+    def gemm_efficiency(self, dtype: str) -> float:
+        """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4)."""
+        return self.value("gemm_efficiency_max" if dtype == "bf16" else f"gemm_efficiency_{dtype}")
 
     def for_architecture(self, architecture: str) -> SoftwareProfile:
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
@@ -108,4 +156,4 @@ def load_software(name: str) -> SoftwareProfile:
     return load_named(SoftwareProfile, SOFTWARE, name, "software")
 
 
-__all__ = ["CONSTANTS", "SoftwareProfile", "load_software", "software_names"]
+__all__ = ["CONSTANTS", "DEFAULTS", "SoftwareProfile", "load_software", "software_names"]

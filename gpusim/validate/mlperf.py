@@ -5,8 +5,9 @@ Rows (shaped like ../shared/reference/mlperf_calibration.csv) name hardware in s
 `num_accelerators` GPUs. The benchmark name maps by `benchmark_id`. Units: `tokens/s` (all GPUs),
 `tokens/s/GPU`, `samples/s` and `queries/s` (completed requests per second).
 
-Software: the `round` column selects the software profile; only `trtllm` exists, so every round runs
-with it (said in each row's status).
+Software: the `round` column selects the software profile by rule: `trtllm-<round>` when that profile
+exists, else the newest TensorRT-LLM profile not newer than the round (v4.1 → `trtllm-v5.1`, the oldest
+one; v6.0/v6.1 → `trtllm`, the generation behind them); the status says when a round borrows a profile.
 
 Offline: the best (highest predicted value) of a documented small set of deployments:
   1. the default deployment (gpusim/deploy.py: smallest power-of-two TP group with weights ≤ half HBM);
@@ -19,7 +20,7 @@ with deployment 1, reported in the row's unit from that run.
 
 from __future__ import annotations
 
-import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +28,10 @@ import pandas as pd
 
 import gpusim
 from gpusim.analysis.published import benchmark_id, map_accelerator
+from gpusim.build import prepare
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
+from gpusim.search import peak_qps
 from gpusim.specs.benchmark import benchmark_names, load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware, load_hardware
@@ -57,12 +60,22 @@ class MlperfRow:
     unit: str
 
 
+OLDEST_TRTLLM_ROUND = "v5.1"
+"""Rounds up to this one run with `trtllm-v5.1`; later rounds with `trtllm` (TensorRT-LLM 1.2, v6.x)."""
+
+
+def _round_key(round_: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", round_)) or (0,)
+
+
 def software_for_round(round_: str) -> tuple[str, str]:
-    """(software profile, note) for an MLPerf round: the round's own profile when one exists, else trtllm."""
+    """(software profile, note) for an MLPerf round (module docstring)."""
     name = f"trtllm-{round_}"
     if name in software_names():
         return name, ""
-    return "trtllm", f"round {round_} runs with software profile trtllm (the only one)"
+    if _round_key(round_) <= _round_key(OLDEST_TRTLLM_ROUND) and f"trtllm-{OLDEST_TRTLLM_ROUND}" in software_names():
+        return f"trtllm-{OLDEST_TRTLLM_ROUND}", f"round {round_} runs with trtllm-{OLDEST_TRTLLM_ROUND} (oldest)"
+    return "trtllm", "" if _round_key(round_) > _round_key(OLDEST_TRTLLM_ROUND) else f"round {round_}: trtllm"
 
 
 def map_row(r: dict) -> MlperfRow:
@@ -136,11 +149,6 @@ def predict_offline(row: MlperfRow, software: str, samples: int | None = None) -
 
 def predict_server(row: MlperfRow, software: str) -> tuple[float, str]:
     """Peak valid Server/Interactive value of the default deployment, from `gpusim.search.peak_qps`."""
-    try:
-        search = importlib.import_module("gpusim.search")
-        prepare, peak_qps = search.prepare, search.peak_qps
-    except (ImportError, AttributeError) as exc:
-        raise RowUnsupported(f"{row.scenario} needs the peak-QPS search (gpusim/search.py): {exc}") from None
     hw = load_hardware(row.hardware, row.systems)
     dep = candidate_deployments(hw, row.benchmark, row.gpus, software)[0]
     found = peak_qps(prepare(row.hardware, row.benchmark, row.systems, dep), row.scenario)

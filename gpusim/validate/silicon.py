@@ -14,15 +14,15 @@ profile, a model YAML and a `Deployment`:
 - AIC's parallelism: an instance has `tp_size × attention_dp_size` GPUs (gpusim tp), `moe_ep_size`
   (gpusim ep) and attention DP when `attention_dp_size > 1`; `batch_size` is per attention-DP rank.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
-  counts; where those are empty, one worker each is assumed and said in the status.
+  counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
 
 Prediction: the closed-loop run issues `max(3c, 2c + 50)` requests and averages TTFT and TPOT over the
 requests issued after the first wave and before the last (steady state). The silicon columns are
 per-run averages (benchmark_serving/aiperf report mean TTFT and mean TPOT), so means are compared.
-Only the `trtllm` software profile exists: every backend (trtllm, vllm, sglang) and version runs
-with it; the backend is a partition of the error table.
+Software: the row's `backend` selects the profile (`trtllm`, `vllm`, `sglang`, each fitted on its own
+backend's rows by `gpusim calibrate`); a backend without a profile runs with `trtllm` and says so.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from gpusim.errors import InputError
 from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.hardware import Dtype, load_hardware
 from gpusim.specs.model import load_model, model_names
+from gpusim.specs.software import software_names
 from gpusim.validate.errors import error_stats, partition_errors
 from gpusim.validate.runner import Unsupported, simulate_closed_loop
 
@@ -138,6 +139,14 @@ def row_concurrency(row: Mapping) -> int | None:
     return int(batch) * _int(row, f"{prefix}attention_dp_size", 1) * _int(row, f"{prefix}num_workers", 1)
 
 
+def row_software(row: Mapping) -> tuple[str, str]:
+    """(software profile, note) of a row: its backend's profile, else trtllm with a note."""
+    backend = str(row.get("backend") or "trtllm").lower()
+    if backend in software_names():
+        return backend, ""
+    return "trtllm", f"backend {backend} has no software profile: trtllm used"
+
+
 def row_dtypes(row: Mapping) -> tuple[Dtype, Dtype, Dtype]:
     """(weights, activations, kv_cache) from gemm_quant_mode, precision or the checkpoint name."""
     mode = row.get("gemm_quant_mode") or row.get("precision")
@@ -167,6 +176,17 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool) -> 
     return par, notes
 
 
+SEQS_PER_GPU = 64
+"""Rule for disaggregated rows without worker counts (grade D): as many workers per role as keep the
+concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
+one worker each queued far too much at high concurrency). Prefill gets the same worker count."""
+
+
+def unstated_workers(concurrency: int, gpus_per_worker: int) -> int:
+    """Workers of a role whose count a disaggregated row leaves empty (`SEQS_PER_GPU` rule)."""
+    return max(1, math.ceil(concurrency / (SEQS_PER_GPU * gpus_per_worker)))
+
+
 def row_case(row: Mapping) -> SiliconCase:
     """The run one silicon row describes; Unsupported (with the reason) when it cannot be built."""
     system = str(row.get("system", ""))
@@ -179,20 +199,23 @@ def row_case(row: Mapping) -> SiliconCase:
     if concurrency is None:
         raise Unsupported("no concurrency: neither silicon_concurrency=, _c<N> in the id nor batch_size")
     weights, acts, kv = row_dtypes(row)
-    common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}"}
+    software, note = row_software(row)
+    common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
+              "software": software}
     is_moe = model.moe is not None
-    notes: list[str] = []
+    notes: list[str] = [note] if note else []
     if weights == "fp4" and acts == "bf16":
         notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
     if str(row.get("mode")) == "disagg":
         pools, gpus = {}, 0
         for role in ("prefill", "decode"):
             workers = _int(row, f"{role}_num_workers", 0)
+            par, more = _parallelism(row, f"{role}_", None, is_moe)
             if not workers:
-                workers = 1
-                notes.append(f"{role} workers unstated: 1 assumed")
-            per_worker = math.ceil(concurrency / workers) if role == "decode" else None
-            par, more = _parallelism(row, f"{role}_", per_worker, is_moe)
+                workers = unstated_workers(concurrency, par.gpus_per_instance)
+                notes.append(f"{role} workers unstated: {workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
+            if role == "decode":
+                par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe)
             notes += more
             pools[role] = par.model_copy(update={"instances": workers})
             gpus += workers * par.gpus_per_instance
@@ -338,6 +361,6 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
 
 __all__ = [
     "PARTITIONS", "SiliconCase", "SiliconValidation", "map_model", "map_system", "predict_case", "predict_rows",
-    "read_sample", "row_case", "row_concurrency", "row_dtypes", "scored_table", "summarize_table",
+    "read_sample", "row_case", "row_concurrency", "row_dtypes", "row_software", "scored_table", "summarize_table",
     "validate_silicon",
 ]

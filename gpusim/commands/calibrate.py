@@ -1,0 +1,67 @@
+"""`gpusim calibrate`: fit a software profile's constants and write them into its YAML (gpusim/calibrate/fit.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gpusim.errors import InputError
+
+DEFAULT_SILICON = Path("../shared/reference/silicon_sample.csv")
+DEFAULT_MLPERF = Path("../shared/reference/mlperf_calibration.csv")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("calibrate", help="fit a software profile's constants (kernel tables, silicon sample)")
+    c.add_argument("--profile", default="trtllm", help="software profile to write (hardware_profiles/software/)")
+    c.add_argument("--backend", help="silicon/kernel-table backend to fit on (default: the profile id's stem)")
+    c.add_argument("--start", help="profile to start from (default: --profile itself)")
+    c.add_argument("--silicon", type=Path, default=DEFAULT_SILICON, help="silicon sample CSV")
+    c.add_argument("--train-sample", type=int, default=120, help="training rows the engine runs (seeded)")
+    c.add_argument("--held-out-sample", type=int, help="held-out rows to validate on (default: all of them)")
+    c.add_argument("--max-rows", type=int, default=800, help="kernel-table rows per family and system")
+    c.add_argument("--no-ops", action="store_true", help="keep the op-level constants; fit only the overheads")
+    c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
+                                         "(--round) instead of fitting")
+    c.add_argument("--round", default="v5.1", help="MLPerf round of the older generation (--derive-from)")
+    c.add_argument("--mlperf", type=Path, default=DEFAULT_MLPERF, help="mlperf_calibration.csv (--derive-from)")
+    c.add_argument("--workers", type=int, default=2)
+    c.add_argument("--json", action="store_true", help="print the calibration block as JSON")
+    c.set_defaults(func=_cmd)
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from gpusim.calibrate import fit
+    from gpusim.specs.software import load_software, software_names
+
+    command = "gpusim calibrate " + " ".join(_argv(args))
+    if args.derive_from:
+        block = fit.derive_generation(args.profile, load_software(args.derive_from), args.mlperf, args.round, command)
+        return _print(args, block)
+    start = args.start or args.profile
+    if start not in software_names():
+        raise InputError("command line", "profile", f"no software profile {start!r} (valid: {software_names()})")
+    if not args.silicon.is_file():
+        raise InputError(str(args.silicon), "--silicon", "no such file")
+    block = fit.calibrate(args.profile, load_software(start), args.backend or args.profile.split("-")[0],
+                          args.silicon, command, train_sample=args.train_sample, held_sample=args.held_out_sample,
+                          max_rows=args.max_rows, ops=not args.no_ops, workers=max(1, args.workers))
+    return _print(args, block)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    out = []
+    for k in ("profile", "backend", "start", "train_sample", "held_out_sample", "derive_from", "round"):
+        v = getattr(args, k)
+        if v is not None and (k in ("profile", "derive_from", "round")) == bool(args.derive_from or k == "profile"):
+            out.append(f"--{k.replace('_', '-')} {v}")
+    return out + (["--no-ops"] if args.no_ops else [])
+
+
+def _print(args: argparse.Namespace, block: dict) -> int:
+    if args.json:
+        print(json.dumps(block))
+    else:
+        print(f"{args.profile}: fit {block['fit']}\n  held-out {block['held_out']}")
+    return 0
