@@ -48,7 +48,12 @@ def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     """Simulate the run that `spec` describes."""
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription,
                     spec.model)
-    workload = build_workload(spec, setup.bench, lambda: setup.expected_qps(spec.seed))
+    return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
+
+
+def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
+    """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
+    workload = build_workload(spec, setup.bench, expected_qps)
     records, stats, wall = setup.simulate(workload)
     return Result(summary=summarize_run(spec, setup, workload, records, stats, wall), requests=records,
                   stats=stats)

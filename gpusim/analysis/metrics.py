@@ -59,18 +59,33 @@ def add_latency_columns(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def loadgen_rates(requests: pd.DataFrame, scenario: str) -> tuple[float, float]:
+    """(samples/s, tokens/s) as LoadGen reports them (results.cc; checked against mlcommons-loadgen 6.0.17).
+
+    Server/Interactive: `Completed samples per second = (n − 1) / final_query_all_samples_done_time` and
+    `Completed tokens per second = tokens / final_query_all_samples_done_time`, where that time is the
+    completion of the *last-scheduled* query (not the last completion). Offline and the rest: n and
+    tokens over the last completion (Offline: the max latency, every sample being scheduled at t = 0).
+    """
+    done = requests[requests["completion_s"].notna()]
+    if done.empty:
+        return 0.0, 0.0
+    n, tokens = len(done), float(done["output_tokens"].sum())
+    if scenario.lower() in SERVER_LIKE:
+        t = float(done["completion_s"].to_numpy()[done["scheduled_s"].to_numpy().argmax()])
+        return ((n - 1) / t, tokens / t) if t > 0 else (0.0, 0.0)
+    t = float(done["completion_s"].max())
+    return (n / t, tokens / t) if t > 0 else (0.0, 0.0)
+
+
 def summarize(
     records: pd.DataFrame, scenario: str, limits: LatencyLimits | None, num_gpus: int
 ) -> dict[str, float | int | bool | str | None]:
-    """Summary of one run, with LoadGen's definitions.
+    """Summary of one run, with LoadGen's definitions (throughput as `loadgen_rates`).
 
-    Throughput divides by the time of the last completion from t=0:
-    - Offline: `Tokens per second = token_count / max_latency`, `Samples per second = n / max_latency`.
-    - Server/Interactive: `Completed tokens per second = token_count / final completion time` (same
-      formula) and `Completed samples per second = (n - 1) / final completion time`.
-    - Other scenarios (SingleStream, closed loop, traces): n / final completion time.
-    token_count counts output tokens only. `valid` is None without limits, else whether p99 TTFT and
-    p99 TPOT are within them (min-duration and early-stopping checks belong to the MLPerf verdict).
+    token_count counts output tokens only; `simulated_s` is the last completion. `valid` is None without
+    limits, else whether p99 TTFT and p99 TPOT are within them (min-duration and early-stopping checks
+    belong to the MLPerf verdict, gpusim.loadgen.rules).
     """
     if num_gpus < 1:
         raise InputError("command line", "num_gpus", f"must be > 0, got {num_gpus}")
@@ -81,13 +96,7 @@ def summarize(
     n = len(df)
     simulated_s = float(df["completion_s"].max()) if n else 0.0
     tokens = int(df["output_tokens"].sum()) if n else 0
-    tok_per_s = tokens / simulated_s if simulated_s > 0 else 0.0
-    if simulated_s <= 0:
-        samples_per_s = 0.0
-    elif scenario.lower() in SERVER_LIKE:
-        samples_per_s = (n - 1) / simulated_s
-    else:
-        samples_per_s = n / simulated_s
+    samples_per_s, tok_per_s = loadgen_rates(df, scenario)
     out: dict[str, float | int | bool | str | None] = {
         "simulated_s": simulated_s,
         "output_tokens": tokens,

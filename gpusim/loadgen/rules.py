@@ -1,0 +1,207 @@
+"""MLPerf LoadGen run rules: early stopping, min duration, min query counts and the verdict.
+
+Definitions follow MLPerf Inference `loadgen/early_stopping.cc` and `loadgen/results.cc`
+(../shared/reference/mlperf_rules.md §1.2–1.4):
+
+- Early stopping (Server/Interactive, token-latency models): with `t` samples over a latency limit,
+  the smallest `h` with `I(p − d; h, t + 1) ≤ 1 − c` (regularized incomplete beta, confidence
+  c = 0.99, tolerance d = 0, p = 0.99) is found; the run passes if `queries_issued ≥ h + t`. It is
+  evaluated twice, on the TTFT array against `ttft_latency` and on the TPOT array against `tpot_latency`.
+- Min duration: Server — the last scheduled query time ≥ min_duration; Offline — the max latency
+  (last completion from t = 0) ≥ min_duration.
+- Min queries: Server — queries issued ≥ `server_min_query_count` (LoadGen's default 100);
+  Offline — samples ≥ `offline_min_query_count` (the dataset size, as the submission checker demands).
+- Perf constraints: p99 TTFT ≤ ttft_latency and p99 TPOT ≤ tpot_latency (LoadGen's percentile index).
+- VALID = all four hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import pandas as pd
+from scipy.special import betainc
+
+from gpusim.analysis.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile
+from gpusim.specs.benchmark import BenchmarkSpec
+
+CONFIDENCE = 0.99
+"""LoadGen's early-stopping confidence (results.cc)."""
+TOLERANCE = 0.0
+"""LoadGen's early-stopping tolerance d."""
+SERVER_PERCENTILE = 0.99
+"""`*.Server.target_latency_percentile = 99` (mlperf.conf)."""
+
+
+@cache
+def early_stopping_min_queries(overlatency: int, percentile: float = SERVER_PERCENTILE,
+                               confidence: float = CONFIDENCE, tolerance: float = TOLERANCE) -> int:
+    """Fewest queries (h + t) a run with `overlatency` (t) samples over the limit must have issued.
+
+    h is the smallest integer with `I(percentile − tolerance; h, t + 1) ≤ 1 − confidence`, found by
+    doubling then bisection as in `MinPassingQueriesFinder` (early_stopping.cc).
+    """
+    if overlatency < 0:
+        raise ValueError(f"overlatency must be >= 0, got {overlatency}")
+    t, x, threshold = overlatency, percentile - tolerance, 1.0 - confidence
+
+    def passes(h: int) -> bool:
+        return betainc(h, t + 1, x) <= threshold
+
+    hi = max(1, t)
+    while not passes(hi):
+        hi *= 2
+    lo = hi // 2  # passes(lo) is False unless lo == 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi + t
+
+
+@dataclass(frozen=True)
+class EarlyStopping:
+    """Early stopping on one latency array (TTFT or TPOT)."""
+
+    metric: str
+    limit_s: float
+    overlatency: int
+    """Samples whose latency exceeds the limit (strictly, as LoadGen counts)."""
+    queries_issued: int
+    min_queries: int
+    """h + t: queries needed for the p99 bound to hold at 99% confidence."""
+
+    @property
+    def met(self) -> bool:
+        return self.queries_issued >= self.min_queries
+
+    @property
+    def message(self) -> str:
+        """LoadGen's early-stopping result text."""
+        if self.met:
+            return " * Run successful."
+        return (f" * Only processed {self.queries_issued} queries.\n"
+                f" * Need to process at least {self.min_queries} queries for early stopping.")
+
+
+@dataclass
+class Checks:
+    """Every LoadGen rule evaluated on one run."""
+
+    scenario: str
+    min_duration_s: float
+    duration_s: float
+    """Server: last scheduled time; Offline: max latency."""
+    queries_issued: int
+    min_query_count: int
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    limits: tuple[float, float] | None = None
+    """(ttft_s, tpot_s) for Server/Interactive."""
+    early_stopping: list[EarlyStopping] = field(default_factory=list)
+
+    @property
+    def min_duration_met(self) -> bool:
+        return self.duration_s >= self.min_duration_s
+
+    @property
+    def min_queries_met(self) -> bool:
+        return self.queries_issued >= self.min_query_count
+
+    @property
+    def ttft_met(self) -> bool:
+        return self.limits is None or (self.ttft_p99_s is not None and self.ttft_p99_s <= self.limits[0])
+
+    @property
+    def tpot_met(self) -> bool:
+        return self.limits is None or (self.tpot_p99_s is not None and self.tpot_p99_s <= self.limits[1])
+
+    @property
+    def perf_constraints_met(self) -> bool:
+        return self.ttft_met and self.tpot_met
+
+    @property
+    def early_stopping_met(self) -> bool:
+        return all(e.met for e in self.early_stopping)
+
+    @property
+    def valid(self) -> bool:
+        return self.min_duration_met and self.min_queries_met and self.perf_constraints_met \
+            and self.early_stopping_met
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the run is INVALID, in LoadGen's words (empty when VALID)."""
+        out = []
+        if self.limits is not None:
+            if not self.ttft_met:
+                out.append(f"TTFT constrain not met: p99 {_ms(self.ttft_p99_s)} > {_ms(self.limits[0])} limit; "
+                           "reduce target QPS to improve latency")
+            if not self.tpot_met:
+                out.append(f"TPOT constrain not met: p99 {_ms(self.tpot_p99_s)} > {_ms(self.limits[1])} limit; "
+                           "reduce target QPS to improve latency")
+        if not self.min_duration_met:
+            what = "last scheduled query" if self.scenario in SERVER_LIKE else "max latency"
+            out.append(f"min duration not met: {what} at {self.duration_s:.1f} s < {self.min_duration_s:.1f} s")
+        if not self.min_queries_met:
+            out.append(f"min queries not met: {self.queries_issued} < {self.min_query_count}")
+        out.extend(f"{e.metric} early stopping not met: {e.overlatency} samples over {_ms(e.limit_s)}, "
+                   f"{e.queries_issued} queries issued, {e.min_queries} needed"
+                   for e in self.early_stopping if not e.met)
+        return out
+
+    @property
+    def reason(self) -> str | None:
+        return "; ".join(self.reasons) or None
+
+
+def check(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_issued: int | None = None,
+          min_duration_s: float | None = None) -> Checks:
+    """Evaluate the LoadGen rules on a run's per-request records (`REQUEST_COLUMNS`).
+
+    `queries_issued` defaults to the rows; `min_duration_s` to the benchmark's (600 s). A shortened
+    run passes `min_duration_s` equal to its own duration, as a LoadGen user.conf would.
+    """
+    scenario = scenario.lower()
+    df = add_latency_columns(records)
+    df = df[df["completion_s"].notna()]
+    issued = len(df) if queries_issued is None else queries_issued
+    min_duration = bench.min_duration_s if min_duration_s is None else min_duration_s
+    if scenario not in SERVER_LIKE:
+        duration = float(df["completion_s"].max()) if len(df) else 0.0
+        return Checks(scenario, min_duration, duration, len(df), bench.offline_min_query_count)
+    limits = bench.limits(scenario)
+    if limits is None:
+        raise ValueError(f"{bench.id} has no {scenario} latency limits")
+    duration = float(df["scheduled_s"].max()) if len(df) else 0.0
+    ttft, tpot = df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy()
+    early = [_early_stopping("TTFT", ttft, limits.ttft_s, issued),
+             _early_stopping("TPOT", tpot, limits.tpot_s, issued)]
+    return Checks(scenario, min_duration, duration, issued, bench.server_min_query_count,
+                  ttft_p99_s=_none_if_nan(loadgen_percentile(ttft, SERVER_PERCENTILE)),
+                  tpot_p99_s=_none_if_nan(loadgen_percentile(tpot, SERVER_PERCENTILE)),
+                  limits=(limits.ttft_s, limits.tpot_s), early_stopping=early)
+
+
+def verdict(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_issued: int | None = None,
+            min_duration_s: float | None = None) -> tuple[bool, str | None]:
+    """(valid, reason): LoadGen's `Result is : VALID|INVALID` and why."""
+    c = check(records, bench, scenario, queries_issued, min_duration_s)
+    return c.valid, c.reason
+
+
+def _early_stopping(metric: str, values: np.ndarray, limit_s: float, issued: int) -> EarlyStopping:
+    over = int(np.count_nonzero(values[~np.isnan(values)] > limit_s))
+    return EarlyStopping(metric, limit_s, over, issued, early_stopping_min_queries(over))
+
+
+def _none_if_nan(v: float) -> float | None:
+    return None if v != v else v
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e3:,.1f} ms"

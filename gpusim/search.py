@@ -1,0 +1,375 @@
+"""What an MLPerf submitter would report: the peak valid Server QPS, and the best deployment.
+
+Peak QPS (`find_peak_qps`) follows LoadGen's FindPeakPerformance: start from an expected QPS, double
+(or halve) until the run's verdict flips, then bisect between the highest VALID and the lowest
+INVALID rate until they are within `rel_tol`. The expected QPS is `latency_bound_qps`, the cost
+model's steady-state rate at the largest batch whose estimated TPOT meets the limit.
+
+Short runs, then a full one: a bisection step simulates `search_duration_s` of arrivals — about
+twice the longest latency a valid request can have (TTFT limit + mean output × TPOT limit), at
+least 60 s, at most the full duration — and judges it by every LoadGen rule with that duration as
+the min duration. The peak is then confirmed by one run of the full duration (600 s, or `--duration`);
+if that run is INVALID the bisection continues below it with full-duration runs.
+
+Deployment search (`search_deployments`): `candidate_deployments` lists every layout (TP, PP, EP,
+attention DP, weights precision, batch and token budgets; instances fill the hardware) that fits in
+memory; an analytic screen (`expected_qps`, microseconds each) ranks them; the best budget variant of
+each of the top `screen` layouts gets a coarse peak search (bracket ±10%); the top `finalists` are
+refined to ±5%; the winner is bisected to `rel_tol` and confirmed at full duration. Candidates are
+ranked by the completed tokens/s at their peak. The deployment the search starts from (the default,
+or `--deployment`) is always simulated too, so the search never returns a worse one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from gpusim.analysis.metrics import loadgen_rates
+from gpusim.api import Result, run_setup
+from gpusim.build import Setup
+from gpusim.deploy import check_deployment
+from gpusim.errors import InputError
+from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.perf.capacity import instance_rate
+from gpusim.perf.memory import plan_memory
+from gpusim.specs.benchmark import BenchmarkSpec
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.experiment import RunSpec
+from gpusim.specs.hardware import Hardware
+from gpusim.specs.model import ModelSpec
+
+Log = Callable[[str], None]
+GROWTH = 1.25
+"""Bracketing factor from the analytic estimate (LoadGen doubles; the estimate is usually within 25%,
+and an overloaded run costs more to simulate than a valid one)."""
+WALK_DOWN = 0.97
+"""When the full run at the short-run peak is INVALID, full runs step down by this factor until VALID."""
+MIN_SEARCH_S = 60.0
+TPOT_MARGIN = 0.8
+"""The analytic screen keeps the estimated mean TPOT under this share of the p99 limit."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# ---- one judged run -----------------------------------------------------------------------------
+@dataclass
+class Trial:
+    """One simulated run and the LoadGen rules applied to it."""
+
+    qps: float | None
+    result: Result
+    checks: rules.Checks
+
+    @property
+    def valid(self) -> bool:
+        return self.checks.valid
+
+    @property
+    def tokens_per_s(self) -> float:
+        """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`)."""
+        return loadgen_rates(self.result.requests, self.checks.scenario)[1]
+
+
+def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: float | None = None,
+          seed: int = 0, samples: int | None = None) -> Trial:
+    """Simulate one run and judge it; `duration_s` (default: the benchmark's 600 s) is also the min duration.
+
+    Offline without `samples` issues LoadGen's count for that min duration.
+    """
+    bench, min_duration = setup.bench, duration_s or setup.bench.min_duration_s
+    if scenario == "offline" and samples is None:
+        sized = bench.model_copy(update={"min_duration_s": min_duration})
+        samples = scenarios.offline_sample_count(sized, expected_qps(setup, "offline", seed))
+    hw = setup.hardware
+    spec = RunSpec(hardware=hw.system.id, systems=hw.systems, oversubscription=hw.oversubscription,
+                   benchmark=bench.id, model=setup.model.id, scenario=scenario, qps=qps,
+                   deployment=setup.deployment, duration_s=duration_s, samples=samples, seed=seed)
+    result = run_setup(setup, spec, lambda: expected_qps(setup, scenario, seed))
+    checks = rules.check(result.requests, bench, scenario, result.summary["issued_requests"], min_duration)
+    result.summary.update(valid=checks.valid, invalid_reason=checks.reason)
+    return Trial(qps, result, checks)
+
+
+# ---- analytic estimate --------------------------------------------------------------------------
+def _mean_lengths(bench: BenchmarkSpec, seed: int) -> tuple[float, float]:
+    isl, osl = dataset_lengths(bench, seed)
+    return float(isl.mean()), float(osl.mean())
+
+
+def expected_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
+    """The cost model's steady-state QPS; for Server/Interactive, `latency_bound_qps`."""
+    if scenario in rules.SERVER_LIKE:
+        return latency_bound_qps(setup, scenario, seed)
+    return setup.expected_qps(seed)
+
+
+def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
+    """Steady-state QPS at the largest batch whose estimated mean TPOT is ≤ TPOT_MARGIN × the p99 limit.
+
+    The mean TPOT at batch b is the time an instance spends per request (`instance_rate`'s decode
+    plus prefill share) times b / mean output. 0 when even one sequence misses the limit.
+    """
+    limits = setup.bench.limits(scenario)
+    isl, osl = _mean_lengths(setup.bench, seed)
+    *others, pool = setup.pools  # the pool that decodes (aggregated or decode) sets the TPOT
+    kv_batch = max(1, int(pool.kv_capacity_tokens // (isl + osl)))
+    others_qps = min((p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
+                      for p in others), default=float("inf"))
+
+    def qps_tpot(b: int) -> tuple[float, float]:
+        dep = pool.deployment.model_copy(update={"max_batch_size": b})
+        per_instance = instance_rate(pool.role, pool.cost, pool.kv_capacity_tokens, dep, isl, osl)
+        return min(per_instance * pool.count, others_qps), min(b, kv_batch) / (per_instance * osl)
+
+    target = TPOT_MARGIN * limits.tpot_s
+    lo, hi = 0, min(pool.deployment.max_batch_size, kv_batch)
+    while lo < hi:  # largest b in [1, hi] meeting the target (0 if none)
+        mid = (lo + hi + 1) // 2
+        if qps_tpot(mid)[1] <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return qps_tpot(lo)[0] if lo else 0.0
+
+
+def search_duration_s(bench: BenchmarkSpec, scenario: str, full_s: float, seed: int = 0,
+                      latencies: float = 2.0) -> float:
+    """Arrival seconds of a bisection run: `latencies` × the longest valid mean latency, in [60 s, full]."""
+    if scenario not in rules.SERVER_LIKE:
+        return min(full_s, 2 * MIN_SEARCH_S)
+    limits = bench.limits(scenario)
+    _, osl = _mean_lengths(bench, seed)
+    return min(full_s, max(MIN_SEARCH_S, latencies * (limits.ttft_s + osl * limits.tpot_s)))
+
+
+# ---- peak QPS -----------------------------------------------------------------------------------
+@dataclass
+class PeakSearch:
+    """The bracket a bisection ended with, and every rate it tried."""
+
+    peak: float
+    """Highest VALID rate (0 if none was found)."""
+    lowest_invalid: float
+    tried: list[tuple[float, bool]] = field(default_factory=list)
+
+
+def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: float = 0.01,
+                  lo: float | None = None, hi: float | None = None, floor: float = 1e-3,
+                  growth: float = 2.0) -> PeakSearch:
+    """LoadGen's FindPeakPerformance on any verdict function: bracket by growing/shrinking `start` by
+    `growth` (LoadGen doubles), then bisect until hi/lo − 1 ≤ rel_tol. A known bracket (`lo` VALID,
+    `hi` INVALID) skips the bracketing."""
+    tried: list[tuple[float, bool]] = []
+
+    def valid(q: float) -> bool:
+        ok = is_valid(q)
+        tried.append((q, ok))
+        return ok
+
+    if lo is None or hi is None:
+        q = max(start, floor)
+        if valid(q):
+            lo, hi = q, growth * q
+            while valid(hi):
+                lo, hi = hi, growth * hi
+        else:
+            lo, hi = q / growth, q
+            while not valid(lo):
+                lo, hi = lo / growth, lo
+                if lo < floor:
+                    return PeakSearch(0.0, hi, tried)
+    while hi / lo - 1 > rel_tol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if valid(mid) else (lo, mid)
+    return PeakSearch(lo, hi, tried)
+
+
+@dataclass
+class PeakResult:
+    """A peak-QPS search for one deployment: the confirming trial and the bracket."""
+
+    setup: Setup
+    trial: Trial
+    """The full-duration run at the peak (or the best short run when `confirmed` is False)."""
+    search: PeakSearch
+    limit: str | None
+    """Why the next rate up fails (the reason of the lowest INVALID run)."""
+    confirmed: bool
+    runs: int
+
+
+def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, rel_tol: float = 0.01,
+             confirm: bool = True, start: float | None = None, bracket: tuple[float, float] | None = None,
+             log: Log = _quiet, latencies: float = 2.0) -> PeakResult:
+    """The highest Poisson QPS whose run is VALID: short-run bisection, then a full-duration confirmation.
+
+    Short runs last `latencies` mean valid latencies (`search_duration_s`)."""
+    full = duration_s or setup.bench.min_duration_s
+    short = search_duration_s(setup.bench, scenario, full, seed, latencies)
+    trials: dict[float, Trial] = {}
+
+    def judged(q: float, d: float) -> bool:
+        t = trial(setup, scenario, q, d, seed)
+        trials[q] = t
+        verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
+        log(f"  {setup.deployment.name}: {q:,.2f} QPS, {d:.0f} s → {verdict}")
+        return t.valid
+
+    est = start if start is not None else expected_qps(setup, scenario, seed) or 1.0
+    lo, hi = bracket or (None, None)
+    if lo is not None and not judged(lo, short):  # a bracket from shorter runs: its low end must hold here
+        lo, hi, est = None, None, lo * 0.8
+    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH)
+    runs = len(search.tried) + (bracket is not None)
+    if search.peak <= 0:
+        return PeakResult(setup, trials[search.lowest_invalid], search, trials[search.lowest_invalid].checks.reason,
+                          False, runs)
+    limit = trials[search.lowest_invalid].checks.reason if search.lowest_invalid in trials else None
+    if search.peak not in trials:
+        judged(search.peak, short)
+    if not confirm:
+        return PeakResult(setup, trials[search.peak], search, limit, False, runs)
+    if short < full or search.peak not in trials:
+        runs += 1
+        if not judged(search.peak, full):  # the short runs were too lenient: walk down at full duration
+            hi, lo = search.peak, search.peak * WALK_DOWN
+            runs += 1
+            while not judged(lo, full):
+                hi, lo, runs = lo, lo * WALK_DOWN, runs + 1
+                if lo < 1e-3:
+                    return PeakResult(setup, trials[hi], search, trials[hi].checks.reason, False, runs)
+            below = find_peak_qps(lambda q: judged(q, full), lo, rel_tol, lo=lo, hi=hi)
+            runs += len(below.tried)
+            search = PeakSearch(below.peak, below.lowest_invalid, search.tried + below.tried)
+            limit = trials[below.lowest_invalid].checks.reason
+    return PeakResult(setup, trials[search.peak], search, limit, True, runs)
+
+
+# ---- deployment search --------------------------------------------------------------------------
+RANK_TOL = 0.1
+"""Bracket width (hi/lo − 1) of the ranking searches."""
+RANK_LATENCIES = 2.0
+"""Ranking runs last two mean valid latencies (≥ 60 s, ≤ full): shorter ones have not filled the batch yet."""
+POW2 = (1, 2, 4, 8, 16, 32, 64)
+BATCH_PER_RANK = (64, 256, 1024)
+TOKENS_PER_RANK = (2048, 8192)
+
+
+def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str
+                          ) -> Iterator[Deployment]:
+    """Every deployment worth trying that fits: the one place to add new dimensions (disaggregation, MTP).
+
+    Weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV cache;
+    TP a power of two within the NVLink domain; PP 1 or 2; MoE: EP = TP or 1, attention DP on or off;
+    per attention rank 64/256/1024 sequences and 2048/8192 tokens per step; instances fill the
+    hardware (fewer replicas never raise aggregated throughput). Deployments that fail
+    `check_deployment` or `plan_memory` (does not fit) are skipped.
+    """
+    del bench, scenario  # the disaggregated and MTP dimensions will depend on them
+    weights = [w for w in ("fp4", "fp8") if hw.supports(w)]
+    for w in weights:
+        for tp in (t for t in POW2 if t <= hw.domain_gpus):
+            for pp in (p for p in (1, 2) if tp * p <= hw.domain_gpus):
+                eps = sorted({tp, 1}) if model.moe is not None else [1]
+                for ep in (e for e in eps if model.moe is None or e <= model.moe.num_experts):
+                    for adp in ([False, True] if model.moe is not None and tp > 1 else [False]):
+                        ranks = tp if adp else 1
+                        for mb in BATCH_PER_RANK:
+                            for mt in TOKENS_PER_RANK:
+                                dep = Deployment(
+                                    name=f"{w}-tp{tp}-pp{pp}-ep{ep}{'-adp' if adp else ''}-b{mb * ranks}-t{mt * ranks}",
+                                    weights=w, activations=w, tp=tp, pp=pp, ep=ep, attention_dp=adp,
+                                    max_batch_size=mb * ranks, max_num_tokens=mt * ranks)
+                                try:
+                                    check_deployment(hw, model, dep, dep.name)
+                                    plan_memory(hw, model, dep)
+                                except InputError:
+                                    continue
+                                yield dep
+
+
+def _layout(dep: Deployment) -> tuple:
+    return dep.weights, dep.tp, dep.pp, dep.ep, dep.attention_dp
+
+
+@dataclass
+class Ranked:
+    """One candidate through the search stages."""
+
+    setup: Setup
+    estimate_qps: float
+    peak: PeakResult | None = None
+
+
+@dataclass
+class SearchResult:
+    best: PeakResult
+    ranked: list[Ranked]
+    """The simulated candidates, best first."""
+    screened: int
+    """Candidates that fit and went through the analytic screen."""
+
+
+def search_deployments(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0,
+                       screen: int = 3, finalists: int = 1, rel_tol: float = 0.01, log: Log = _quiet) -> SearchResult:
+    """The best deployment for `base`'s hardware and benchmark in `scenario` (see the module docstring)."""
+    est: list[Ranked] = []
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario):
+        s = base.with_deployment(dep, dep.name)
+        q = expected_qps(s, scenario, seed)
+        if q > 0:
+            est.append(Ranked(s, q))
+    if not est:
+        raise InputError("command line", "search", f"no deployment of {base.model.id} on {base.hardware.id} fits "
+                         "and meets the latency limits")
+    est.sort(key=lambda r: -r.estimate_qps)
+    shortlist, seen = [], set()
+    for r in est:
+        if _layout(r.setup.deployment) not in seen:
+            seen.add(_layout(r.setup.deployment))
+            shortlist.append(r)
+        if len(shortlist) == screen:
+            break
+    if all(r.setup.deployment != base.deployment for r in shortlist):  # the starting deployment is always a contender
+        shortlist.append(Ranked(base, expected_qps(base, scenario, seed)))
+    log(f"search: {len(est)} deployments fit; simulating the top {len(shortlist)} (with the given one)")
+    full = duration_s or base.bench.min_duration_s
+    if scenario in rules.SERVER_LIKE:
+        for r in shortlist:
+            r.peak = peak_qps(r.setup, scenario, full, seed, rel_tol=RANK_TOL, confirm=False, start=r.estimate_qps,
+                              log=log, latencies=RANK_LATENCIES)
+        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
+        for r in shortlist[:finalists]:
+            if r.peak.search.peak > 0:
+                r.peak = peak_qps(r.setup, scenario, full, seed, RANK_TOL / 2, confirm=False,
+                                  bracket=(r.peak.search.peak, r.peak.search.lowest_invalid), log=log)
+        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
+        win = shortlist[0]
+        if win.peak.search.peak <= 0:
+            raise InputError("command line", "search", f"no simulated deployment of {base.model.id} on "
+                             f"{base.hardware.id} is VALID at any QPS")
+        best = peak_qps(win.setup, scenario, full, seed, rel_tol, bracket=(win.peak.search.peak,
+                        win.peak.search.lowest_invalid), log=log)
+    else:
+        short = search_duration_s(base.bench, scenario, full, seed)
+        for r in shortlist:
+            t = trial(r.setup, scenario, None, short, seed)
+            r.peak = PeakResult(r.setup, t, PeakSearch(0.0, 0.0), None, False, 1)
+            log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({short:.0f} s run)")
+        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
+        win = shortlist[0]
+        t = trial(win.setup, scenario, None, duration_s, seed)
+        best = PeakResult(win.setup, t, PeakSearch(0.0, 0.0), None, True, 1)
+    win.peak = best
+    return SearchResult(best, shortlist, len(est))
+
+
+def _tokens_per_s(p: PeakResult | None) -> float:
+    if p is None or (p.search.peak <= 0 and p.trial.qps is not None):
+        return 0.0
+    return p.trial.tokens_per_s

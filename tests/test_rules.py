@@ -1,0 +1,99 @@
+"""LoadGen rules: early stopping as early_stopping.cc, min duration, min queries, verdict reasons."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.rules import check, early_stopping_min_queries, verdict
+from gpusim.specs.benchmark import load_benchmark
+
+BENCH = load_benchmark("llama2-70b")  # Server limits: TTFT 2 s, TPOT 200 ms
+
+
+@pytest.mark.parametrize(("t", "needed"), [(0, 459), (1, 662), (10, 2010), (100, 12571), (1000, 107569)])
+def test_early_stopping_p99_matches_the_reference_table(t, needed):
+    assert early_stopping_min_queries(t) == needed
+
+
+@pytest.mark.parametrize(("t", "needed"), [(0, 44), (1, 64), (10, 197), (100, 1246), (1000, 10722)])
+def test_early_stopping_p90_matches_the_reference_table(t, needed):
+    assert early_stopping_min_queries(t, 0.90) == needed
+
+
+def test_zero_overlatency_closed_form():
+    """With t = 0, I(p; h, 1) = p^h, so h = ceil(ln(0.01) / ln(0.99))."""
+    assert early_stopping_min_queries(0) == math.ceil(math.log(0.01) / math.log(0.99))
+
+
+def _records(n: int, ttft: float, tpot: float, spacing: float = 1.0, tokens: int = 11) -> pd.DataFrame:
+    sched = np.arange(n) * spacing
+    first = sched + ttft
+    return pd.DataFrame({"request_id": np.arange(n), "instance": 0, "scheduled_s": sched, "first_token_s": first,
+                         "completion_s": first + tpot * (tokens - 1), "input_tokens": 100,
+                         "output_tokens": tokens, "preemptions": 0})
+
+
+def test_a_good_long_server_run_is_valid():
+    valid, reason = verdict(_records(700, 0.5, 0.05), BENCH, "server")
+    assert valid and reason is None
+
+
+def test_min_duration_counts_the_last_scheduled_query():
+    c = check(_records(700, 0.5, 0.05, spacing=0.5), BENCH, "server")  # last scheduled at 349.5 s
+    assert not c.min_duration_met and not c.valid
+    assert "min duration" in c.reason and "349.5" in c.reason
+    assert check(_records(700, 0.5, 0.05, spacing=0.5), BENCH, "server", min_duration_s=300).valid
+
+
+def test_too_few_queries_fail_early_stopping_not_perf():
+    c = check(_records(300, 0.5, 0.05, spacing=3.0), BENCH, "server")  # 300 < 459
+    assert c.perf_constraints_met and c.min_duration_met and not c.early_stopping_met
+    assert [e.metric for e in c.early_stopping if not e.met] == ["TTFT", "TPOT"]
+    assert "Need to process at least 459 queries" in c.early_stopping[0].message
+
+
+def test_ttft_and_tpot_are_judged_separately():
+    df = _records(1000, 0.5, 0.05)
+    df.loc[990:, "first_token_s"] += 5.0  # 10 slow first tokens: p99 TTFT over 2 s, TPOT unchanged
+    c = check(df, BENCH, "server")
+    assert not c.ttft_met and c.tpot_met
+    ttft_es = next(e for e in c.early_stopping if e.metric == "TTFT")
+    assert ttft_es.overlatency == 10 and ttft_es.min_queries == 2010 and not ttft_es.met
+    assert c.reason.startswith("TTFT constrain not met")
+    assert "TPOT constrain" not in c.reason
+
+
+def test_offline_min_duration_is_the_max_latency():
+    n = BENCH.offline_min_query_count
+    df = _records(n, 0.5, 0.05, spacing=0.0)
+    df["completion_s"] = np.linspace(1.0, 650.0, n)
+    assert check(df, BENCH, "offline").valid
+    df["completion_s"] = np.linspace(1.0, 500.0, n)
+    c = check(df, BENCH, "offline")
+    assert not c.valid and "max latency" in c.reason
+
+
+def test_offline_sample_count_follows_the_loadgen_formula():
+    # max(min_query_count, 1.1 × 600 s × qps): 1.1 × 600 × 100 = 66,000 > 24,576
+    assert scenarios.offline_sample_count(BENCH, 100.0) == 66_000
+    assert scenarios.offline_sample_count(BENCH, 10.0) == 24_576
+
+
+def test_server_percentile_is_p99():
+    assert rules.SERVER_PERCENTILE == 0.99
+
+
+def test_server_rates_use_the_final_scheduled_query_as_loadgen_does():
+    """LoadGen divides by final_query_all_samples_done_time: the last-scheduled query's completion."""
+    from gpusim.analysis.metrics import loadgen_rates
+
+    df = _records(3, 0.5, 0.05, spacing=1.0, tokens=11)  # scheduled 0, 1, 2; each done 1 s later
+    df.loc[0, "completion_s"] = 10.0  # an early long request finishes last
+    samples, tokens = loadgen_rates(df, "server")
+    assert tokens == pytest.approx(33 / 3.0) and samples == pytest.approx(2 / 3.0)
+    assert loadgen_rates(df, "offline")[1] == pytest.approx(33 / 10.0)

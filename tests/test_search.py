@@ -1,0 +1,81 @@
+"""Peak-QPS bisection (LoadGen's FindPeakPerformance) and the deployment search."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpusim.build import prepare
+from gpusim.search import (
+    candidate_deployments,
+    find_peak_qps,
+    latency_bound_qps,
+    peak_qps,
+    search_deployments,
+    trial,
+)
+
+
+@pytest.mark.parametrize(("threshold", "start"), [(37.3, 5.0), (37.3, 500.0), (0.8, 1.0), (1234.0, 37.0)])
+def test_bisection_finds_a_known_threshold(threshold, start):
+    s = find_peak_qps(lambda q: q <= threshold, start, rel_tol=0.001)
+    assert s.peak <= threshold < s.lowest_invalid
+    assert s.lowest_invalid / s.peak - 1 <= 0.001
+    assert all(ok == (q <= threshold) for q, ok in s.tried)
+
+
+def test_bisection_reports_zero_when_nothing_is_valid():
+    s = find_peak_qps(lambda q: False, 10.0, floor=0.01)
+    assert s.peak == 0.0
+
+
+def test_bisection_keeps_a_given_bracket():
+    calls = []
+    s = find_peak_qps(lambda q: calls.append(q) or q <= 50, 1.0, rel_tol=0.01, lo=40.0, hi=60.0)
+    assert all(40 < q < 60 for q in calls) and s.peak <= 50 < s.lowest_invalid
+
+
+SMALL = prepare("b200-hgx", "llama2-70b")
+
+
+def test_an_overloaded_server_run_is_invalid_for_ttft():
+    t = trial(SMALL, "server", qps=2000.0, duration_s=10.0)
+    assert not t.valid
+    assert not t.checks.ttft_met  # the queue grows: first tokens wait
+    assert t.checks.reason.startswith("TTFT constrain not met")
+    assert t.checks.min_duration_met  # the short duration is the run's own min duration
+
+
+def test_peak_search_on_the_engine_brackets_a_valid_and_an_invalid_rate():
+    p = peak_qps(SMALL, "server", duration_s=10.0, rel_tol=0.05)
+    assert p.confirmed and p.trial.valid and p.search.peak > 0
+    assert p.search.lowest_invalid > p.search.peak
+    above = trial(SMALL, "server", qps=p.search.lowest_invalid, duration_s=10.0)
+    assert not above.valid
+
+
+def test_latency_bound_estimate_is_tighter_for_interactive():
+    big = SMALL.with_deployment(SMALL.deployment.model_copy(update={"max_batch_size": 4096}))
+    server, interactive = latency_bound_qps(big, "server"), latency_bound_qps(big, "interactive")
+    assert 0 < interactive < server  # TPOT 40 ms instead of 200 ms caps the batch
+
+
+def test_candidates_fit_and_vary_the_layout():
+    cands = list(candidate_deployments(SMALL.hardware, SMALL.model, SMALL.bench, "server"))
+    assert {d.tp for d in cands} == {1, 2, 4, 8}
+    assert {d.weights for d in cands} == {"fp4", "fp8"}
+    assert {d.pp for d in cands} == {1, 2}
+    assert all(d.ep == 1 and not d.attention_dp for d in cands)  # dense model
+
+
+def test_moe_candidates_include_attention_dp_and_expert_parallelism():
+    setup = prepare("b200-hgx", "deepseek-r1")
+    cands = list(candidate_deployments(setup.hardware, setup.model, setup.bench, "server"))
+    assert cands and any(d.attention_dp for d in cands) and any(d.ep > 1 for d in cands)
+    assert min(d.tp * d.pp for d in cands) >= 2  # 671B parameters do not fit on one B200
+
+
+def test_search_returns_a_valid_best_among_the_ranked():
+    sr = search_deployments(SMALL, "server", duration_s=10.0, screen=2, finalists=1, rel_tol=0.05)
+    assert sr.best.trial.valid and len(sr.ranked) == 3  # two screened layouts and the default
+    assert any(r.setup.deployment == SMALL.deployment for r in sr.ranked)
+    assert sr.best.setup.deployment.name == sr.ranked[0].setup.deployment.name
