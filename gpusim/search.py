@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from gpusim.analysis.metrics import loadgen_rates
 from gpusim.api import Result, run_setup
 from gpusim.build import Setup
-from gpusim.deploy import check_deployment
+from gpusim.deploy import check_deployment, roles
 from gpusim.errors import InputError
 from gpusim.loadgen import rules, scenarios
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.perf.capacity import instance_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.specs.benchmark import BenchmarkSpec
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import MTP, Deployment, Parallelism
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -262,15 +262,38 @@ TOKENS_PER_RANK = (2048, 8192)
 
 def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str
                           ) -> Iterator[Deployment]:
-    """Every deployment worth trying that fits: the one place to add new dimensions (disaggregation, MTP).
+    """Every deployment worth trying that fits: the one place to add new dimensions.
 
-    Weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV cache;
-    TP a power of two within the NVLink domain; PP 1 or 2; MoE: EP = TP or 1, attention DP on or off;
-    per attention rank 64/256/1024 sequences and 2048/8192 tokens per step; instances fill the
-    hardware (fewer replicas never raise aggregated throughput). Deployments that fail
+    Aggregated: weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV
+    cache; TP a power of two within the NVLink domain; PP 1 or 2; MoE: EP = TP or 1, attention DP on or
+    off; per attention rank 64/256/1024 sequences and 2048/8192 tokens per step; instances fill the
+    hardware (fewer replicas never raise aggregated throughput). Disaggregated (MoE models on NVLink
+    domains of 16 GPUs or more): 1, 2 or 4 prefill instances of DEP4 or DEP8 and wide-EP decode
+    instances over the rest of each domain. MTP with the model's default acceptance is added to every
+    candidate where the benchmark's rules allow it in this scenario. Deployments that fail
     `check_deployment` or `plan_memory` (does not fit) are skipped.
     """
-    del bench, scenario  # the disaggregated and MTP dimensions will depend on them
+    mtp = _default_mtp(model) if scenario in bench.mtp_allowed_in else None
+    for dep in _layouts(hw, model):
+        for d in (dep, dep.model_copy(update={"mtp": mtp, "name": dep.name + "-mtp"})) if mtp else (dep,):
+            try:
+                check_deployment(hw, model, d, d.name)
+                for _, role in roles(d):
+                    plan_memory(hw, model, role)
+            except InputError:
+                continue
+            yield d
+
+
+def _default_mtp(model: ModelSpec) -> MTP | None:
+    """The model's own MTP module at its default acceptance, if it has one."""
+    if not model.mtp_layers or not model.mtp_acceptance:
+        return None
+    return MTP(depth=len(model.mtp_acceptance), acceptance=model.mtp_acceptance, source=model.mtp_source or "model")
+
+
+def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
+    """Aggregated and disaggregated layouts before the fit check (see `candidate_deployments`)."""
     weights = [w for w in ("fp4", "fp8") if hw.supports(w)]
     for w in weights:
         for tp in (t for t in POW2 if t <= hw.domain_gpus):
@@ -281,20 +304,25 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
                         ranks = tp if adp else 1
                         for mb in BATCH_PER_RANK:
                             for mt in TOKENS_PER_RANK:
-                                dep = Deployment(
+                                yield Deployment(
                                     name=f"{w}-tp{tp}-pp{pp}-ep{ep}{'-adp' if adp else ''}-b{mb * ranks}-t{mt * ranks}",
                                     weights=w, activations=w, tp=tp, pp=pp, ep=ep, attention_dp=adp,
                                     max_batch_size=mb * ranks, max_num_tokens=mt * ranks)
-                                try:
-                                    check_deployment(hw, model, dep, dep.name)
-                                    plan_memory(hw, model, dep)
-                                except InputError:
-                                    continue
-                                yield dep
+    if model.moe is None or hw.domain_gpus < 16:
+        return
+    for w in weights:
+        for p in (4, 8):
+            for k in (1, 2, 4):
+                d = hw.domain_gpus - k * p
+                prefill = Parallelism(tp=p, ep=p, attention_dp=True, instances=k * hw.systems,
+                                      max_batch_size=64 * p, max_num_tokens=8192 * p)
+                decode = Parallelism(tp=d, ep=d, attention_dp=True, max_batch_size=256 * d, max_num_tokens=256 * d)
+                yield Deployment(name=f"{w}-disagg-{k * hw.systems}xdep{p}-dep{d}", weights=w, activations=w,
+                                 mode="disaggregated", prefill=prefill, decode=decode)
 
 
 def _layout(dep: Deployment) -> tuple:
-    return dep.weights, dep.tp, dep.pp, dep.ep, dep.attention_dp
+    return dep.weights, dep.tp, dep.pp, dep.ep, dep.attention_dp, dep.mode, dep.prefill, dep.decode, dep.mtp
 
 
 @dataclass

@@ -79,3 +79,18 @@ def test_search_returns_a_valid_best_among_the_ranked():
     assert sr.best.trial.valid and len(sr.ranked) == 3  # two screened layouts and the default
     assert any(r.setup.deployment == SMALL.deployment for r in sr.ranked)
     assert sr.best.setup.deployment.name == sr.ranked[0].setup.deployment.name
+
+
+def test_disaggregated_and_mtp_candidates_where_the_rules_allow():
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    hw, model = load_hardware("gb300-nvl72"), load_model("deepseek-r1")
+    bench = prepare("gb300-nvl72", "deepseek-r1").bench
+    interactive = list(candidate_deployments(hw, model, bench, "interactive"))
+    server = list(candidate_deployments(hw, model, bench, "server"))
+    assert any(d.mode == "disaggregated" for d in server)
+    assert all(d.mtp is None for d in server)  # MLPerf allows MTP for DeepSeek-R1 in Interactive only
+    with_mtp = [d for d in interactive if d.mtp is not None]
+    assert with_mtp and with_mtp[0].mtp.acceptance == model.mtp_acceptance
+    assert any(d.mode == "disaggregated" and d.mtp is not None for d in interactive)

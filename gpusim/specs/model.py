@@ -58,6 +58,9 @@ class ModelSpec(_Spec):
     tied_embeddings: bool = False
     mtp_layers: int = 0
     """Multi-token-prediction modules (DeepSeek-V3: one extra MoE layer plus a projection)."""
+    mtp_acceptance: list[float] | None = None
+    """Default acceptance per draft depth when the MTP module drafts (what searches try; see `mtp_source`)."""
+    mtp_source: str | None = None
     source: str
 
     # ---- per-layer parameter counts -------------------------------------------------------
