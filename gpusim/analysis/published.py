@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from gpusim.specs.benchmark import benchmark_names
 from gpusim.specs.hardware import load_hardware
 
 ACCELERATOR_RULES: list[tuple[str, str]] = [
@@ -28,10 +30,19 @@ ACCELERATOR_RULES: list[tuple[str, str]] = [
 """First match wins (GB300 before B300): a regular expression on the lower-cased accelerator name."""
 
 
+UNITS = ("tokens/s", "tokens/s/GPU", "samples/s", "queries/s")
+SCENARIOS = ("offline", "server", "interactive")
+
+
+class RowUnsupported(Exception):
+    """The simulator cannot model this published row yet; the message says why."""
+
+
 @dataclass(frozen=True)
 class PublishedRow:
-    """One published result and the run that reproduces its setting."""
+    """One published result and the gpusim setting that reproduces it."""
 
+    system: str
     hardware: str
     systems: int
     gpus: int
@@ -39,11 +50,12 @@ class PublishedRow:
     scenario: str
     round: str
     value: float
-    per_gpu: bool
+    unit: str
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
-        return self.value if self.per_gpu else self.value / self.gpus
+        """The value per GPU (only meaningful for token units)."""
+        return self.value if self.unit.endswith("/GPU") else self.value / self.gpus
 
 
 def map_accelerator(accelerator: str, count: int) -> tuple[str, int] | None:
@@ -60,14 +72,33 @@ def benchmark_id(name: str) -> str:
     return re.sub(r"-99(\.9)?(/99(\.9)?)?$", "", name)
 
 
+def map_row(r: Mapping) -> PublishedRow:
+    """The gpusim setting of one CSV row; RowUnsupported with the reason when there is none."""
+    gpus = int(r["num_accelerators"])
+    hw = map_accelerator(str(r["accelerator"]), gpus)
+    if hw is None:
+        raise RowUnsupported(f"accelerator {r['accelerator']!r}: no hardware profile")
+    bench = benchmark_id(str(r["benchmark"]))
+    if bench not in benchmark_names():
+        raise RowUnsupported(f"benchmark {bench}: not in workloads/benchmarks (valid: {', '.join(benchmark_names())})")
+    unit = str(r["unit"]).strip()
+    if unit not in UNITS:
+        raise RowUnsupported(f"unit {unit!r}: valid {', '.join(UNITS)}")
+    scenario = str(r["scenario"]).strip().lower()
+    if scenario not in SCENARIOS:
+        raise RowUnsupported(f"scenario {scenario}: valid {', '.join(SCENARIOS)}")
+    return PublishedRow(str(r.get("system", "")), hw[0], hw[1], gpus, bench, scenario, str(r["round"]),
+                        float(r["value"]), unit)
+
+
 def read_published(path: Path) -> list[PublishedRow]:
-    """The rows of a published-results CSV whose hardware maps to a profile and unit is tokens/s."""
+    """The rows of a published-results CSV that map to a gpusim setting and are in tokens/s."""
     rows = []
-    for r in pd.read_csv(path).itertuples(index=False):
-        hw = map_accelerator(str(r.accelerator), int(r.num_accelerators))
-        if hw is None or not str(r.unit).startswith("tokens/s"):
+    for r in pd.read_csv(path).to_dict("records"):
+        try:
+            row = map_row(r)
+        except RowUnsupported:
             continue
-        rows.append(PublishedRow(hardware=hw[0], systems=hw[1], gpus=int(r.num_accelerators),
-                                 benchmark=benchmark_id(str(r.benchmark)), scenario=str(r.scenario).lower(),
-                                 round=str(r.round), value=float(r.value), per_gpu=str(r.unit).endswith("/GPU")))
+        if row.unit.startswith("tokens/s"):
+            rows.append(row)
     return rows

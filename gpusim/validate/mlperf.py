@@ -21,44 +21,21 @@ with deployment 1, reported in the row's unit from that run.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 import gpusim
-from gpusim.analysis.published import benchmark_id, map_accelerator
+from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.build import prepare
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
 from gpusim.search import peak_qps
-from gpusim.specs.benchmark import benchmark_names, load_benchmark
+from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import load_model
 from gpusim.specs.software import software_names
-
-UNITS = ("tokens/s", "tokens/s/GPU", "samples/s", "queries/s")
-
-
-class RowUnsupported(Exception):
-    """The simulator cannot model this published row yet; the message says why."""
-
-
-@dataclass(frozen=True)
-class MlperfRow:
-    """One published row, mapped to a gpusim setting."""
-
-    system: str
-    hardware: str
-    systems: int
-    gpus: int
-    benchmark: str
-    scenario: str
-    round: str
-    value: float
-    unit: str
-
 
 OLDEST_TRTLLM_ROUND = "v5.1"
 """Rounds up to this one run with `trtllm-v5.1`; later rounds with `trtllm` (TensorRT-LLM 1.2, v6.x)."""
@@ -76,25 +53,6 @@ def software_for_round(round_: str) -> tuple[str, str]:
     if _round_key(round_) <= _round_key(OLDEST_TRTLLM_ROUND) and f"trtllm-{OLDEST_TRTLLM_ROUND}" in software_names():
         return f"trtllm-{OLDEST_TRTLLM_ROUND}", f"round {round_} runs with trtllm-{OLDEST_TRTLLM_ROUND} (oldest)"
     return "trtllm", "" if _round_key(round_) > _round_key(OLDEST_TRTLLM_ROUND) else f"round {round_}: trtllm"
-
-
-def map_row(r: dict) -> MlperfRow:
-    """The gpusim setting of one CSV row; RowUnsupported with the reason when there is none."""
-    gpus = int(r["num_accelerators"])
-    hw = map_accelerator(str(r["accelerator"]), gpus)
-    if hw is None:
-        raise RowUnsupported(f"accelerator {r['accelerator']!r}: no hardware profile")
-    bench = benchmark_id(str(r["benchmark"]))
-    if bench not in benchmark_names():
-        raise RowUnsupported(f"benchmark {bench}: not in workloads/benchmarks (valid: {', '.join(benchmark_names())})")
-    unit = str(r["unit"]).strip()
-    if unit not in UNITS:
-        raise RowUnsupported(f"unit {unit!r}: valid {', '.join(UNITS)}")
-    scenario = str(r["scenario"]).strip().lower()
-    if scenario not in ("offline", "server", "interactive"):
-        raise RowUnsupported(f"scenario {scenario}: valid offline, server, interactive")
-    return MlperfRow(str(r.get("system", "")), hw[0], hw[1], gpus, bench, scenario, str(r["round"]),
-                     float(r["value"]), unit)
 
 
 def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
@@ -127,7 +85,7 @@ def candidate_deployments(hw: Hardware, benchmark: str, gpus: int, software: str
     return out
 
 
-def predict_offline(row: MlperfRow, software: str, samples: int | None = None) -> tuple[float, str]:
+def predict_offline(row: PublishedRow, software: str, samples: int | None = None) -> tuple[float, str]:
     """Best Offline value over the candidates, and the name of the deployment that gave it."""
     hw = load_hardware(row.hardware, row.systems)
     best: tuple[float, str] | None = None
@@ -147,7 +105,7 @@ def predict_offline(row: MlperfRow, software: str, samples: int | None = None) -
     return best
 
 
-def predict_server(row: MlperfRow, software: str) -> tuple[float, str]:
+def predict_server(row: PublishedRow, software: str) -> tuple[float, str]:
     """Peak valid Server/Interactive value of the default deployment, from `gpusim.search.peak_qps`."""
     hw = load_hardware(row.hardware, row.systems)
     dep = candidate_deployments(hw, row.benchmark, row.gpus, software)[0]
@@ -224,5 +182,5 @@ def json_result(result: dict) -> dict:
             "rows_supported": result["rows_supported"]}
 
 
-__all__ = ["JSON_ROW_KEYS", "MlperfRow", "RowUnsupported", "candidate_deployments", "format_mlperf", "json_result",
+__all__ = ["JSON_ROW_KEYS", "PublishedRow", "RowUnsupported", "candidate_deployments", "format_mlperf", "json_result",
            "map_row", "predict_server", "software_for_round", "validate_mlperf", "value_in_unit"]
