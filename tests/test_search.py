@@ -6,6 +6,7 @@ import pytest
 
 from gpusim.build import prepare
 from gpusim.search import (
+    _layout,
     candidate_deployments,
     find_peak_qps,
     latency_bound_qps,
@@ -92,5 +93,6 @@ def test_disaggregated_and_mtp_candidates_where_the_rules_allow():
     assert any(d.mode == "disaggregated" for d in server)
     assert all(d.mtp is None for d in server)  # MLPerf allows MTP for DeepSeek-R1 in Interactive only
     with_mtp = [d for d in interactive if d.mtp is not None]
-    assert with_mtp and with_mtp[0].mtp.acceptance == model.mtp_acceptance
+    assert with_mtp and list(with_mtp[0].mtp.acceptance) == model.mtp_acceptance
+    assert len({_layout(d) for d in interactive}) > 1  # layouts (MTP, pools included) are hashable
     assert any(d.mode == "disaggregated" and d.mtp is not None for d in interactive)

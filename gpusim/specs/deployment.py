@@ -47,7 +47,7 @@ class MTP(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     depth: int = Field(ge=1, le=8)
-    acceptance: list[float]
+    acceptance: tuple[float, ...]
     source: str = "user"
 
     @model_validator(mode="after")
