@@ -73,11 +73,6 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
         raise InputError(source, f"{prefix}ep", f"ep {d.ep} exceeds {model.id}'s {model.moe.num_experts} experts")
 
 
-def instance_count(hw: Hardware, dep: Deployment) -> int:
-    """GPUs-filling instance count of an aggregated deployment (the first pool's count)."""
-    return pool_counts(hw, dep)[0]
-
-
 def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     """The smallest power-of-two TP group whose weights take at most half of HBM.
 

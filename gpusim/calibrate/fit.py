@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -118,10 +118,6 @@ def _medians(values: dict[str, list[float]]) -> dict[str, float]:
 
 
 # ---- request level ------------------------------------------------------------------------------------------------
-Predictor = Callable[[pd.DataFrame], pd.DataFrame]
-"""Rows → `id, predicted_ttft_ms, predicted_tpot_ms, status` (gpusim.validate.silicon.predict_rows)."""
-
-
 def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int | None]:
     """Rows predicted and TTFT / TPOT MAPE of `pred` against the rows' measured values."""
     ok = pred["status"].str.startswith("ok").to_numpy() & pred["predicted_ttft_ms"].notna().to_numpy()

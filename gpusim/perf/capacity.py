@@ -36,8 +36,3 @@ def instance_rate(role: str, cost: StepCostModel, kv_capacity_tokens: int, dep: 
     p = prefill_rate(cost, dep, isl) if role != "decode" else float("inf")
     d = decode_rate(cost, kv_capacity_tokens, dep, isl, osl) if role != "prefill" else float("inf")
     return 1 / (1 / p + 1 / d)
-
-
-def steady_state_qps(cost: StepCostModel, memory, dep: Deployment, instances: int, isl: float, osl: float) -> float:
-    """Requests per second of `instances` aggregated instances (see `instance_rate`)."""
-    return instances * instance_rate("aggregated", cost, memory.kv_capacity_tokens, dep, isl, osl)

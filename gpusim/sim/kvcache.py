@@ -28,10 +28,6 @@ class KVCache:
     def free(self) -> int:
         return self.capacity - self.used
 
-    def fits_new(self, tokens: int) -> bool:
-        """Whether a new sequence of `tokens` fits."""
-        return self.used + tokens + self.block - 1 <= self.capacity
-
     def add_sequence(self, tokens: int) -> None:
         self.sequences += 1
         self.tokens += tokens
