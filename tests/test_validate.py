@@ -80,6 +80,14 @@ def test_aggregated_rows_build_one_instance() -> None:
     assert (d.tp, d.ep, d.attention_dp, d.max_batch_size, d.weights) == (8, 8, True, 16, "fp4")
 
 
+def test_a_stated_batch_below_the_concurrency_does_not_cap_the_engine() -> None:
+    # rows that record batch_size as concurrency per GPU (c32 on tp4 → 8): the closed loop keeps 32 in flight
+    row = {**AGG_DENSE, "id": "llama_h100_trtllm_agg_128x16_c32_tp4", "silicon_data_source": "silicon_concurrency=32",
+           "tp_size": 4, "batch_size": 8}
+    case = row_case(row)
+    assert case.concurrency == 32 and case.deployment.max_batch_size == 32
+
+
 def test_disaggregated_row_with_empty_batch_and_workers() -> None:
     assert row_concurrency(DISAGG) == 6  # `_c6` in the id
     case = row_case(DISAGG)
@@ -164,3 +172,16 @@ def test_silicon_sample_rows_parse(shared_dir) -> None:
         except Unsupported:
             pass
     assert built >= 0.9 * len(rows)
+
+
+def test_held_out_rows_are_exactly_those_calibration_never_fits_on(tmp_path) -> None:
+    from gpusim.calibrate.fit import split_rows
+    from gpusim.validate.silicon import read_sample
+
+    rows = pd.DataFrame([{**AGG_DENSE, "id": f"row{i}"} for i in range(50)])
+    path = tmp_path / "rows.csv"
+    rows.to_csv(path, index=False)
+    held = read_sample(path, held_out=True)
+    train = split_rows(pd.read_csv(path))[0]
+    assert len(held) == 15 and set(held["id"]).isdisjoint(train["id"])
+    assert len(read_sample(path, sample=5, held_out=True)) == 5

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print exactly one JSON object")
     s.add_argument("--sample", type=int, help="validate a seeded random sample of N rows")
     s.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    s.add_argument("--held-out", action="store_true",
+                   help="only the rows `gpusim calibrate` holds out (a fixed-seed 30%%), before --sample")
     s.add_argument("--workers", type=int, default=2, help="processes simulating rows in parallel")
     s.add_argument("--out", type=Path, help="write DIR/rows.csv (id, predicted_ttft_ms, predicted_tpot_ms, status)")
     s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
@@ -35,12 +37,13 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
 
     if args.sample is not None and args.sample < 1:
         raise InputError("command line", "sample", f"must be > 0, got {args.sample}")
-    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed)
+    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.rows_csv.to_csv(args.out / "rows.csv", index=False)
     if args.report is not None:
-        sample = f" --sample {args.sample} --seed {args.seed}" if args.sample else ""
+        sample = (" --held-out" if args.held_out else "") + (
+            f" --sample {args.sample} --seed {args.seed}" if args.sample else "")
         write_report(args.report, result.table, result.summary, "Silicon validation",
                      f"gpusim validate silicon {args.path}{sample} --report {args.report}")
     s = result.summary

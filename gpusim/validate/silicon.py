@@ -13,6 +13,8 @@ profile, a model YAML and a `Deployment`:
   only). KV cache fp8, bf16 for bf16 checkpoints.
 - AIC's parallelism: an instance has `tp_size × attention_dp_size` GPUs (gpusim tp), `moe_ep_size`
   (gpusim ep) and attention DP when `attention_dp_size > 1`; `batch_size` is per attention-DP rank.
+  A batch below the concurrency does not cap the engine: some sources record `batch_size` as the
+  concurrency per GPU (c224 on tp4 → 56), and a closed loop keeps every request in flight anyway.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
   counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
@@ -170,7 +172,7 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool) -> 
     if gpus % ep:
         raise Unsupported(f"{prefix}moe_ep_size {ep} does not divide the {gpus} GPUs of an instance")
     rank_batch = _num(row, f"{prefix}batch_size")
-    max_batch = int(rank_batch) * dp if rank_batch else batch
+    max_batch = max(int(rank_batch) * dp, batch or 0) if rank_batch else batch
     par = Parallelism(tp=gpus, pp=_int(row, f"{prefix}pp_size", 1), ep=ep, attention_dp=dp > 1,
                       max_batch_size=max(max_batch or 256, 1), max_num_tokens=8192 * dp)
     return par, notes
@@ -318,8 +320,9 @@ def _reason(status: str) -> str:
     return head[:160]
 
 
-def read_sample(path: Path, sample: int | None = None, seed: int = 0) -> pd.DataFrame:
-    """The rows of a silicon CSV (all, or a seeded random `sample` of them, in file order)."""
+def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
+    """The rows of a silicon CSV (all, or only those calibration holds out; then a seeded random `sample` of
+    them), in file order."""
     try:
         rows = pd.read_csv(path)
     except (OSError, pd.errors.ParserError) as exc:
@@ -328,6 +331,10 @@ def read_sample(path: Path, sample: int | None = None, seed: int = 0) -> pd.Data
     missing = sorted(need - set(rows.columns))
     if missing:
         raise InputError(str(path), ", ".join(missing), "missing columns of a silicon sample")
+    if held_out:
+        from gpusim.calibrate.fit import split_rows
+
+        rows = split_rows(rows)[1]
     if sample is not None and sample < len(rows):
         rows = rows.sample(n=sample, random_state=seed).sort_index()
     return rows.reset_index(drop=True)
@@ -348,10 +355,11 @@ class SiliconValidation:
                              "predicted_tpot_ms": t["predicted_tpot"], "status": t["status"]})
 
 
-def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0) -> SiliconValidation:
-    """Predict every row of the silicon CSV at `path` and score it."""
+def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0,
+                     held_out: bool = False) -> SiliconValidation:
+    """Predict every row of the silicon CSV at `path` (or those calibration holds out) and score it."""
     started = time.perf_counter()
-    rows = read_sample(path, sample, seed)
+    rows = read_sample(path, sample, seed, held_out)
     table = scored_table(rows, predict_rows(rows, workers))
     summary = summarize_table(table)
     wall = time.perf_counter() - started
