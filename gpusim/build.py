@@ -48,17 +48,19 @@ class Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
         return make_setup(self.hardware, self.bench, self.model, dep, source)
 
-    @property
-    def dispatch_overhead_s(self) -> float:
-        """Per-request front-end time of the software profile (`request_overhead_ms`), seconds."""
+    def software_ms(self, name: str) -> float:
+        """A millisecond constant of the deployment's software profile, in seconds (0 for cost models
+        without a profile)."""
         sw = getattr(self.pools[0].cost, "software", None)
-        return sw.value("request_overhead_ms") * 1e-3 if sw is not None else 0.0
+        return sw.value(name) * 1e-3 if sw is not None else 0.0
 
     def cluster(self, workload: Workload) -> Cluster:
         """A fresh simulated cluster of this setup, fed by `workload`."""
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
-                       lambda tokens: self.model.kv_bytes(int(tokens), kvb), self.dispatch_overhead_s)
+                       lambda tokens: self.model.kv_bytes(int(tokens), kvb),
+                       dispatch_overhead_s=self.software_ms("request_overhead_ms"),
+                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"))
 
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""

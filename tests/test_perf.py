@@ -241,7 +241,7 @@ def test_request_overhead_delays_every_first_token() -> None:
         cost = StepCostModel(hw, dense_model(), Deployment(), sw)
         setup = setup.__class__(hw, None, dense_model(), Deployment(), (pool.__class__(
             pool.role, cost, pool.kv_capacity_tokens, pool.deployment, pool.count),))  # type: ignore[arg-type]
-        assert setup.dispatch_overhead_s == pytest.approx(ms * 1e-3)
+        assert setup.software_ms("request_overhead_ms") == pytest.approx(ms * 1e-3)
         records, _, _ = setup.simulate(closed_loop(1, 64, 8, 3))
         ttft.append((records["first_token_s"] - records["scheduled_s"]).to_numpy())
     assert ttft[1] == pytest.approx(ttft[0] + 0.040)

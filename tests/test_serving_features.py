@@ -76,17 +76,20 @@ def test_every_request_passes_through_one_prefill_and_one_decode_instance():
     assert c.records.generated_tokens == int(wl.output_tokens.sum())
 
 
-def test_decode_starts_when_the_kv_transfer_has_landed():
+@pytest.mark.parametrize("handoff", [0.0, 0.050])
+def test_decode_starts_when_the_kv_transfer_has_landed(handoff):
     prompt, out, per_token = 1000, 3, 70272.0
     topo = Topology(nvlink_bw=100e9, nvlink_latency=2e-6)
     c = run(disagg_pools(1, 1), Workload.create([0.0], [prompt], [out]), topology=topo,
-            kv_bytes=lambda tokens: tokens * per_token)
+            kv_bytes=lambda tokens: tokens * per_token, handoff_overhead_s=handoff)
     r = c.records
-    transfer = 2e-6 + (prompt + 1) * per_token / 100e9  # the first token is generated before the move
-    assert r.first_token_s[0] == pytest.approx(BASE + PER_TOKEN * prompt)  # TTFT: the prefill worker's token
+    prefill = BASE + PER_TOKEN * prompt
+    transfer = 2e-6 + handoff + (prompt + 1) * per_token / 100e9  # the first token is generated before the move
     assert r.kv_transfer_s[0] == pytest.approx(transfer)
+    # the client's first token comes from the decode worker, once it has the KV cache
+    assert r.first_token_s[0] == pytest.approx(prefill + transfer)
     decode = sum(BASE + PER_TOKEN + PER_CTX * (prompt + 1 + i) for i in range(out - 1))
-    assert r.completion_s[0] == pytest.approx(r.first_token_s[0] + transfer + decode)
+    assert r.completion_s[0] == pytest.approx(prefill + transfer + decode)
 
 
 def test_concurrent_transfers_from_one_prefill_instance_share_its_link():

@@ -9,10 +9,11 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    that architecture's systems and families. The base values are Blackwell Ultra's (so Rubin, which has
    no tables, inherits them: grade D by rule); Hopper and Blackwell differ through `overrides`.
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
-   sample of) the profile's training rows the real engine runs once with the op-level constants; the
-   per-step overhead `s` and per-request front-end time `r` then follow in closed form from the
-   first-order surrogate TPOT(s) = TPOT₀ + Δs, TTFT(s, r) = TTFT₀ + Δs + Δr (one step before the first
-   token): each is the 1/measured-weighted median of the residuals, which minimises MAPE exactly.
+   sample of) the profile's training rows the real engine runs with the op-level constants, and once
+   more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads
+   and the disaggregated KV handoff time). Their differences give each row's TTFT and TPOT slopes; the per-request
+   front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
+   MAPE(TTFT) + MAPE(TPOT) are a weighted L1 regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
    (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.
 """
@@ -28,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from scipy import sparse
+from scipy.optimize import linprog
 
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
 
@@ -45,14 +48,6 @@ STAGES: tuple[tuple[str, ...], ...] = (
 
 
 # ---- statistics ------------------------------------------------------------------------------------------
-def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The x minimising Σ w·|v − x| (lower weighted median)."""
-    order = np.argsort(values)
-    v, w = np.asarray(values, float)[order], np.asarray(weights, float)[order]
-    cum = np.cumsum(w)
-    return float(v[np.searchsorted(cum, 0.5 * cum[-1])])
-
-
 def mape(pred: np.ndarray, meas: np.ndarray) -> float | None:
     """Mean |pred − meas| / meas over finite pairs (a fraction); None when there are none."""
     pred, meas = np.asarray(pred, float), np.asarray(meas, float)
@@ -66,15 +61,23 @@ def split_rows(rows: pd.DataFrame, holdout: float = HOLDOUT, seed: int = SEED) -
     return rows.drop(held.index), held
 
 
-def fit_overheads(ttft0: np.ndarray, tpot0: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
-                  s0: float, r0: float) -> tuple[float, float]:
-    """(s, r) in ms: per-step and per-request overheads minimising TPOT then TTFT MAPE under the surrogate
-    TPOT = TPOT₀ + (s − s0), TTFT = TTFT₀ + (s − s0) + (r − r0); both kept ≥ 0. Inputs in ms."""
-    ok = np.isfinite(ttft0) & np.isfinite(tpot0) & (ttft > 0) & (tpot > 0)
-    ds = weighted_median(tpot[ok] - tpot0[ok], 1 / tpot[ok])
-    s = max(s0 + ds, 0.0)
-    dr = weighted_median(ttft[ok] - ttft0[ok] - (s - s0), 1 / ttft[ok])
-    return s, max(r0 + dr, 0.0)
+def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.ndarray]],
+                  measured: dict[str, np.ndarray], theta0: dict[str, float]) -> dict[str, float]:
+    """Constants θ ≥ 0 minimising Σ_metrics MAPE under the linear surrogate
+    pred(θ) = base + Σₙ (θₙ − θ0ₙ) · slopesₙ (per metric, per row). That is a weighted L1 regression,
+    solved exactly as a linear program: min Σ wᵢeᵢ with eᵢ ≥ ±(Jᵢθ − cᵢ), wᵢ = 1 / (measuredᵢ · rows)."""
+    names = list(theta0)
+    jac = np.vstack([np.column_stack([slopes[n][m] for n in names]) for m in base])
+    target = np.concatenate([measured[m] - base[m] for m in base]) + jac @ np.array([theta0[n] for n in names])
+    weight = np.concatenate([1 / (measured[m] * len(measured[m])) for m in base])
+    k, rows = len(names), len(target)
+    eye = sparse.identity(rows, format="csr")
+    a_ub = sparse.bmat([[sparse.csr_matrix(jac), -eye], [sparse.csr_matrix(-jac), -eye]], format="csr")
+    b_ub = np.concatenate([target, -target])
+    res = linprog(np.concatenate([np.zeros(k), weight]), A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if not res.success:
+        raise RuntimeError(f"calibration LP failed: {res.message}")
+    return {n: float(res.x[i]) for i, n in enumerate(names)}
 
 
 # ---- op level ------------------------------------------------------------------------------------------------
@@ -127,33 +130,37 @@ def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int 
             "mape_tpot": mape(pred.loc[ok, "predicted_tpot_ms"], r["silicon_tpot_ms"])}
 
 
-KERNEL_TIMES = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "collective_kernel_us")
-"""Fixed per-kernel times: measured on isolated kernels, partly hidden in serving (CUDA graphs, overlap)."""
+FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0}
+"""Engine constants fitted at request level, each with the step of its finite-difference slope."""
 
 
 def _ok(pred: pd.DataFrame) -> np.ndarray:
     return pred["status"].str.startswith("ok").to_numpy() & pred["predicted_ttft_ms"].notna().to_numpy()
 
 
-def fit_requests(train: pd.DataFrame, full: pd.DataFrame, bare: pd.DataFrame, s0: float, r0: float,
-                 grid: int = 21) -> tuple[float, float, float, dict]:
-    """(k, s ms, r ms, fit errors): the share k of the op-level kernel times that serving keeps, the per-step
-    and per-request overheads. `full` / `bare` are engine predictions of `train` with all / none of the
-    kernel times; in between the surrogate interpolates linearly, then `fit_overheads` (docstring step 2)."""
-    ok = _ok(full) & _ok(bare)
+def _metrics(pred: pd.DataFrame, ok: np.ndarray) -> dict[str, np.ndarray]:
+    return {"ttft": pred.loc[ok, "predicted_ttft_ms"].to_numpy(float),
+            "tpot": pred.loc[ok, "predicted_tpot_ms"].to_numpy(float)}
+
+
+def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.DataFrame],
+                 theta0: dict[str, float]) -> tuple[dict[str, float], dict]:
+    """(constants, fit errors): the `FITTED` engine constants and `request_overhead_ms`, fitted on the
+    training rows. `base` holds the engine's predictions at `theta0`, `nudged[n]` those with constant n
+    raised by `FITTED[n]`; their differences are the surrogate's slopes. The request overhead adds to
+    TTFT alone (front-end time before the engine), so its slope is exact."""
+    ok = _ok(base)
+    for pred in nudged.values():
+        ok &= _ok(pred)
     t = train[ok]
-    ttft, tpot = t["silicon_ttft_ms"].to_numpy(float), t["silicon_tpot_ms"].to_numpy(float)
-    col = {c: (full.loc[ok, c].to_numpy(float), bare.loc[ok, c].to_numpy(float))
-           for c in ("predicted_ttft_ms", "predicted_tpot_ms")}
-    best = None
-    for k in np.linspace(0.0, 1.0, grid):
-        ttft0, tpot0 = (b + k * (a - b) for a, b in (col["predicted_ttft_ms"], col["predicted_tpot_ms"]))
-        s, r = fit_overheads(ttft0, tpot0, ttft, tpot, s0, r0)
-        err = (mape(ttft0 + (s - s0) + (r - r0), ttft), mape(tpot0 + (s - s0), tpot))
-        if best is None or sum(err) < sum(best[3]):
-            best = (float(k), s, r, err)
-    k, s, r, (e_ttft, e_tpot) = best
-    return k, s, r, {"rows": len(train), "predicted": int(ok.sum()), "mape_ttft": e_ttft, "mape_tpot": e_tpot}
+    measured = {"ttft": t["silicon_ttft_ms"].to_numpy(float), "tpot": t["silicon_tpot_ms"].to_numpy(float)}
+    b = _metrics(base, ok)
+    slopes = {n: {m: (v - b[m]) / FITTED[n] for m, v in _metrics(nudged[n], ok).items()} for n in FITTED}
+    slopes["request_overhead_ms"] = {"ttft": np.ones(len(t)), "tpot": np.zeros(len(t))}
+    theta = fit_surrogate(b, slopes, measured, theta0)
+    pred = {m: b[m] + sum((theta[n] - theta0[n]) * slopes[n][m] for n in theta) for m in b}
+    return theta, {"rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
+                   "mape_tpot": mape(pred["tpot"], measured["tpot"])}
 
 
 # ---- the profile file ----------------------------------------------------------------------------------------
@@ -220,35 +227,31 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     def predict(r: pd.DataFrame) -> pd.DataFrame:
         return predict_rows(r.reset_index(drop=True), workers)
 
-    if not arch_values:
-        archs = (BASE_ARCH, *sw.overrides)
-        arch_values = {a: {n: sw.for_architecture(a).value(n) for n in KERNEL_TIMES} for a in archs}
+    if not arch_values:  # keep the profile's per-architecture overrides as they are
+        arch_values = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
+    theta0 = {n: sw.value(n) for n in (*FITTED, "request_overhead_ms")}
+    pending = {"command": command, "date": "in progress"}
 
-    def scaled(k: float) -> dict[str, dict[str, float]]:
-        return {a: {**v, **{n: v[n] * k for n in KERNEL_TIMES if n in v}} for a, v in arch_values.items()}
-
-    def trial(k: float) -> pd.DataFrame:
-        write_profile(name, sw, scaled(k), {}, {"command": command, "date": "in progress"})
+    def nudged(constant: str) -> pd.DataFrame:
+        write_profile(name, sw, arch_values, {constant: theta0[constant] + FITTED[constant]}, pending)
         return predict(train)
 
-    full, bare = trial(1.0), trial(0.0)
-    k, s_ms, req_ms, fitted = fit_requests(train, full, bare, sw.step_overhead_us.value * 1e-3,
-                                           sw.value("request_overhead_ms"))
-    arch_values = scaled(k)
-    request_values = {"step_overhead_us": s_ms * 1e3, "request_overhead_ms": req_ms}
-    fitted["kernel_time_share"] = k
+    write_profile(name, sw, arch_values, {}, pending)
+    base = predict(train)
+    theta, fitted = fit_requests(train, base, {n: nudged(n) for n in FITTED}, theta0)
     data = (f"{silicon.name}: {backend} rows, {HOLDOUT:.0%} held out (seed {SEED}); engine on {len(train)} training "
             f"rows; {op_note}" + (f" (mean family MAPE after fit {mean_err:.0%})" if ops else ""))
-    write_profile(name, sw, arch_values, request_values, calibration_block(command, data, fitted, {}))
+    write_profile(name, sw, arch_values, theta, calibration_block(command, data, fitted, {}))
     held_err = row_errors(held.reset_index(drop=True), predict(held))
     block = calibration_block(command, data, fitted, held_err)
-    write_profile(name, load_software(name), arch_values, request_values, block)
+    write_profile(name, load_software(name), arch_values, theta, block)
     return block
 
 
 GENERATION_SCALED = ("hbm_bandwidth_fraction", "gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4",
                      "attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction")
-GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "step_overhead_us")
+GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "step_overhead_us",
+                        "layer_overhead_us")
 
 
 def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
@@ -295,13 +298,12 @@ __all__ = [
     "calibration_block",
     "derive_generation",
     "fit_ops",
-    "fit_overheads",
     "fit_requests",
+    "fit_surrogate",
     "generation_ratio",
     "mape",
     "row_errors",
     "split_rows",
-    "weighted_median",
     "with_values",
     "write_profile",
 ]

@@ -2,7 +2,7 @@
 
 The time of one step of one instance is
 
-    step_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
+    step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
 with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
@@ -92,7 +92,7 @@ class StepCostModel:
         self._moe_launch = sw.value("moe_kernel_us") * 1e-6
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
         self._moe_eff = sw.value("moe_efficiency")
-        self._step_overhead = sw.step_overhead_us.value * 1e-6
+        self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}
 

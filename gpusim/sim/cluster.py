@@ -46,10 +46,12 @@ class Cluster:
 
     def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
                  router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None,
-                 dispatch_overhead_s: float = 0.0) -> None:
+                 dispatch_overhead_s: float = 0.0, handoff_overhead_s: float = 0.0) -> None:
         self.env = simpy.Environment()
         self.dispatch_overhead_s = dispatch_overhead_s
         """Front-end time (HTTP, tokenizer, scheduler) before an instance sees a request."""
+        self.handoff_overhead_s = handoff_overhead_s
+        """Fixed time of a prefill → decode handoff beyond the KV transfer itself."""
         self.workload = workload
         self.records = Records(workload.input_tokens, workload.output_tokens)
         self.topology = topology or Topology()
@@ -126,7 +128,8 @@ class Cluster:
         rec.handoffs[req.id] += 1
         links, latency = self.topology.path(self.placement[src.index], self.placement[dst.index])
         start = self.env.now
-        landed = self.fabric.transfer(links, self.kv_bytes(req.prompt + req.generated), latency)
+        landed = self.fabric.transfer(links, self.kv_bytes(req.prompt + req.generated),
+                                      latency + self.handoff_overhead_s)
         landed.callbacks.append(lambda _: rec.kv_transfer_s.__setitem__(req.id, self.env.now - start))
         dst.submit_prefilled(req, landed)
 

@@ -43,6 +43,7 @@ class StepCost(Protocol):
     def step_time(self, b: BatchShape) -> float: ...
 
 
+
 class Instance:
     """A model replica with its own batch, KV cache and queue."""
 
@@ -225,6 +226,9 @@ class Instance:
                 break
             self.arrived.popleft()
             self.kv.add_sequence(ctx)
+            # the client's stream comes from the decode worker (Dynamo, SGLang's router, trtllm-serve
+            # disaggregated): it sees the first token once that worker has taken the request
+            self.records.first_token_s[req.id] = self.env.now
             self._join_decode(req)
 
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:

@@ -27,6 +27,8 @@ DEFAULTS: dict[str, str | float] = {
     "moe_kernel_us": "kernel_launch_us",
     "collective_kernel_us": 0.0,
     "request_overhead_ms": 0.0,
+    "layer_overhead_us": 0.0,
+    "handoff_overhead_ms": 0.0,
 }
 """Optional constants and what an absent one means: another constant's value, or a neutral number."""
 OPTIONAL = tuple(DEFAULTS)
@@ -104,6 +106,12 @@ class SoftwareProfile(BaseModel):
     """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
     request_overhead_ms: Sourced | None = None
     """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms."""
+    handoff_overhead_ms: Sourced | None = None
+    """Disaggregated serving: fixed time of a prefill → decode handoff beyond moving the KV bytes
+    (transfer setup and completion polling, decode-side admission), ms."""
+    layer_overhead_us: Sourced | None = None
+    """Fixed time per transformer layer per step that serving does not hide (small kernels between the
+    modelled ones, CUDA-graph gaps, synchronisation), µs; added to step_overhead_us × every layer."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None
