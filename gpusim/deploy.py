@@ -67,6 +67,11 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
     if d.gpus_per_instance > hw.num_gpus:
         raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the {hw.num_gpus} GPUs "
                          f"of {hw.systems}× {hw.id}")
+    heads = model.num_attention_heads
+    if d.tp > 1 and not d.attention_dp and heads % d.tp:
+        divisors = ", ".join(str(k) for k in range(1, heads + 1) if heads % k == 0 and k <= domain)
+        raise InputError(source, f"{prefix}tp", f"tp = {d.tp} does not divide {model.id}'s {heads} attention heads; "
+                         f"valid: {divisors}, or attention_dp")
     if model.moe is None and d.ep > 1:
         raise InputError(source, f"{prefix}ep", f"{model.id} has no experts; valid: ep = 1")
     if model.moe is not None and d.ep > model.moe.num_experts:

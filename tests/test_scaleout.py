@@ -43,3 +43,12 @@ def test_tp_wider_than_the_nvlink_domain_is_refused_but_pp_may_span_systems():
         gpusim.run("h100-hgx", "llama2-70b", "offline", systems=2, samples=10, deployment=Deployment(tp=16))
     r = gpusim.run("h100-hgx", "llama2-70b", "offline", systems=2, samples=20, deployment=Deployment(tp=8, pp=2))
     assert r.summary["instances"] == 1 and r.summary["num_gpus"] == 16
+
+
+def test_attention_tp_must_divide_the_heads_but_attention_dp_need_not():
+    # DeepSeek-R1 has 128 attention heads: TP 48 cannot split them; 48 attention-DP ranks with wide EP can run
+    with pytest.raises(InputError, match="does not divide deepseek-r1's 128 attention heads; valid: 1, 2, 4"):
+        gpusim.run("gb300-nvl72", "deepseek-r1", "offline", samples=10, deployment=Deployment(tp=48, ep=48))
+    r = gpusim.run("gb300-nvl72", "deepseek-r1", "offline", samples=20,
+                   deployment=Deployment(tp=48, ep=48, attention_dp=True, weights="fp4", activations="fp4"))
+    assert r.summary["num_gpus"] == 48
