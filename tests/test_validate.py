@@ -185,3 +185,13 @@ def test_held_out_rows_are_exactly_those_calibration_never_fits_on(tmp_path) -> 
     train = split_rows(pd.read_csv(path))[0]
     assert len(held) == 15 and set(held["id"]).isdisjoint(train["id"])
     assert len(read_sample(path, sample=5, held_out=True)) == 5
+
+
+@pytest.mark.parametrize(("concurrency", "dep"), [(16, False), (1024, True)])
+def test_unstated_mla_decode_switches_to_attention_dp_at_high_concurrency(concurrency, dep) -> None:
+    row = {**DISAGG, "id": f"dsr1_gb200_trtllm_disagg_1024x1024_c{concurrency}_tp8_ep8_1",
+           "model_path": "deepseek-ai/DeepSeek-R1", "backend": "trtllm", "decode_tp_size": 8,
+           "decode_moe_ep_size": 4, "prefill_moe_ep_size": 4, "prefill_tp_size": 4}
+    d = row_case(row).deployment.decode
+    assert d.attention_dp is dep
+    assert d.ep == (8 if dep else 4)

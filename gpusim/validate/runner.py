@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from gpusim.analysis.metrics import add_latency_columns, summarize
 from gpusim.build import make_setup
@@ -26,27 +25,23 @@ class Unsupported(Exception):
     """The simulator cannot model this case yet; the message says why."""
 
 
+WAVES = 10
+"""Requests per closed-loop run, in multiples of the concurrency: InferenceX (SemiAnalysis InferenceMAX)
+issues num_prompts = 10 × concurrency."""
+
+
 def closed_loop_samples(concurrency: int) -> int:
-    """Requests to issue: three waves, and at least 50 beyond the two waves left out of the statistics."""
-    return max(3 * concurrency, 2 * concurrency + 50)
+    """Requests to issue: `WAVES` × the concurrency."""
+    return WAVES * concurrency
 
 
 @dataclass(frozen=True)
 class ClosedLoopResult:
-    """Steady-state means (the middle waves) and the run's LoadGen-style summary."""
+    """Means over every request of the run, and its LoadGen-style summary."""
 
     ttft_mean_s: float
     tpot_mean_s: float
     summary: dict
-
-
-def steady_state(records: pd.DataFrame, concurrency: int) -> pd.DataFrame:
-    """Requests issued after the first wave and before the last: the first `concurrency` start together
-    (a burst no steady state has) and the last `concurrency` finish while the load drains."""
-    df = add_latency_columns(records)
-    n = int(df["request_id"].max()) + 1 if len(df) else 0
-    window = df[(df["request_id"] >= concurrency) & (df["request_id"] < n - concurrency)]
-    return window if len(window) else df
 
 
 def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int, osl: int,
@@ -56,8 +51,9 @@ def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concur
     workload = closed_loop(concurrency, isl, osl, samples or closed_loop_samples(concurrency))
     records, _, _ = setup.simulate(workload)
     summary = summarize(records, "concurrency", None, setup.num_gpus)
-    window = steady_state(records, concurrency)
-    return ClosedLoopResult(float(np.mean(window["ttft_s"])), float(np.nanmean(window["tpot_s"])), summary)
+    # a benchmark client averages every request, the first burst (all `concurrency` at once) included
+    df = add_latency_columns(records)
+    return ClosedLoopResult(float(np.mean(df["ttft_s"])), float(np.nanmean(df["tpot_s"])), summary)
 
 
-__all__ = ["ClosedLoopResult", "Unsupported", "closed_loop_samples", "simulate_closed_loop", "steady_state"]
+__all__ = ["WAVES", "ClosedLoopResult", "Unsupported", "closed_loop_samples", "simulate_closed_loop"]

@@ -20,9 +20,10 @@ profile, a model YAML and a `Deployment`:
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
 
-Prediction: the closed-loop run issues `max(3c, 2c + 50)` requests and averages TTFT and TPOT over the
-requests issued after the first wave and before the last (steady state). The silicon columns are
-per-run averages (benchmark_serving/aiperf report mean TTFT and mean TPOT), so means are compared.
+Prediction: the closed-loop run issues 10 × c requests (InferenceX's num_prompts) and averages TTFT and
+TPOT over all of them, as a benchmark client does: the first wave arrives as one burst, and its queueing
+is part of the measured mean. The silicon columns are per-run averages (benchmark_serving/aiperf report
+mean TTFT and mean TPOT), so means are compared.
 Software: the row's `backend` selects the profile (`trtllm`, `vllm`, `sglang`, each fitted on its own
 backend's rows by `gpusim calibrate`); a backend without a profile runs with `trtllm` and says so.
 """
@@ -184,6 +185,13 @@ concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized f
 one worker each queued far too much at high concurrency). Prefill gets the same worker count."""
 
 
+DEP_SEQS_PER_GPU = 8
+"""Rule for the same rows with an MLA model (DeepSeek, Kimi, GLM-5), grade D: the decode worker runs
+attention DP with EP over its GPUs (DEP) once it holds ≥ 8 sequences per GPU, tensor-parallel
+attention (TEP) below, as InferenceX's DeepSeek-R1 recipes switch from TEP to DEP as concurrency grows;
+the rows' decode ep field often repeats the prefill's and cannot say which."""
+
+
 def unstated_workers(concurrency: int, gpus_per_worker: int) -> int:
     """Workers of a role whose count a disaggregated row leaves empty (`SEQS_PER_GPU` rule)."""
     return max(1, math.ceil(concurrency / (SEQS_PER_GPU * gpus_per_worker)))
@@ -213,11 +221,15 @@ def row_case(row: Mapping) -> SiliconCase:
         for role in ("prefill", "decode"):
             workers = _int(row, f"{role}_num_workers", 0)
             par, more = _parallelism(row, f"{role}_", None, is_moe)
-            if not workers:
+            unstated = not workers
+            if unstated:
                 workers = unstated_workers(concurrency, par.gpus_per_instance)
                 notes.append(f"{role} workers unstated: {workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
             if role == "decode":
                 par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe)
+                if unstated and model.mla is not None and concurrency / (workers * par.tp) >= DEP_SEQS_PER_GPU:
+                    par = par.model_copy(update={"attention_dp": True, "ep": par.tp, "max_num_tokens": 8192 * par.tp})
+                    more.append(f"decode as attention DP + EP{par.tp} (≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
             notes += more
             pools[role] = par.model_copy(update={"instances": workers})
             gpus += workers * par.gpus_per_instance
