@@ -48,6 +48,8 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: st
         _check_parallelism(hw, model, d, source, "" if role == "aggregated" else f"{role}.")
     for field in ("weights", "activations", "kv_cache"):
         dtype = getattr(dep, field)
+        if field == "weights" and dep.weights != dep.activations:
+            continue  # weight-only quantisation: dequantised to the activation dtype inside the GEMM
         if not hw.supports(dtype):
             valid = ", ".join(hw.gpu.dense_tflops)
             raise InputError(source, field, f"{hw.gpu.name} has no {dtype} tensor cores; valid: {valid}")

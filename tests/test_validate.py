@@ -195,3 +195,13 @@ def test_unstated_mla_decode_switches_to_attention_dp_at_high_concurrency(concur
     d = row_case(row).deployment.decode
     assert d.attention_dp is dep
     assert d.ep == (8 if dep else 4)
+
+
+def test_four_bit_checkpoints_run_weight_only_on_hopper() -> None:
+    row = {**AGG_DENSE, "id": "gptoss_h100_vllm_agg_c4", "model_path": "openai/gpt-oss-120b", "backend": "vllm",
+           "gemm_quant_mode": "nvfp4", "tp_size": 2, "moe_ep_size": 1}
+    hopper = row_case(row)
+    assert (hopper.deployment.weights, hopper.deployment.activations) == ("fp4", "bf16")
+    assert any("W4A16" in n or "bf16 activations" in n for n in hopper.notes)
+    blackwell = row_case({**row, "system": "b200_sxm"})
+    assert (blackwell.deployment.weights, blackwell.deployment.activations) == ("fp4", "fp4")

@@ -9,8 +9,9 @@ profile, a model YAML and a `Deployment`:
   suffix (`nvidia/Llama-3.1-8B-Instruct-FP8` → llama3.1-8b; a point release such as DeepSeek-V3.1
   falls back to its base architecture);
 - `gemm_quant_mode` (else `precision`, else the checkpoint suffix, else bf16) → weights/activations:
-  fp8 and fp8_block → fp8, nvfp4 → fp4, int4_wo → fp4-sized weights with bf16 activations (Blackwell
-  only). KV cache fp8, bf16 for bf16 checkpoints.
+  fp8 and fp8_block → fp8, nvfp4 → fp4, int4_wo → fp4-sized weights with bf16 activations; on a GPU
+  without FP4 tensor cores (Hopper) a 4-bit checkpoint runs weight-only (W4A16, as gpt-oss's MXFP4
+  does). KV cache fp8, bf16 for bf16 checkpoints.
 - AIC's parallelism: an instance has `tp_size × attention_dp_size` GPUs (gpusim tp), `moe_ep_size`
   (gpusim ep) and attention DP when `attention_dp_size > 1`; `batch_size` is per attention-DP rank.
   A batch below the concurrency does not cap the engine: some sources record `batch_size` as the
@@ -210,12 +211,15 @@ def row_case(row: Mapping) -> SiliconCase:
         raise Unsupported("no concurrency: neither silicon_concurrency=, _c<N> in the id nor batch_size")
     weights, acts, kv = row_dtypes(row)
     software, note = row_software(row)
+    notes: list[str] = [note] if note else []
+    if weights == acts == "fp4" and not load_hardware(profile[0]).supports("fp4"):
+        acts = "bf16"  # Hopper runs 4-bit checkpoints (gpt-oss MXFP4) as W4A16: weights dequantised in the GEMM
+        notes.append("4-bit checkpoint on a GPU without FP4 tensor cores: fp4 weights, bf16 activations")
+    elif weights == "fp4" and acts == "bf16":
+        notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
     common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
               "software": software}
     is_moe = model.moe is not None
-    notes: list[str] = [note] if note else []
-    if weights == "fp4" and acts == "bf16":
-        notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
     if str(row.get("mode")) == "disagg":
         pools, gpus = {}, 0
         for role in ("prefill", "decode"):
