@@ -83,7 +83,7 @@ def test_deployment_errors_name_the_file_and_field(capsys, tmp_path):
     code, _, err = run_cli(capsys, "run", *SMALL, "--deployment", str(too_wide))
     assert code == 2 and str(too_wide) in err and "tp" in err and "NVLink domain" in err
     fp4 = tmp_path / "fp4.yaml"
-    fp4.write_text("weights: fp4\ntp: 2\n")
+    fp4.write_text("weights: fp4\nactivations: fp4\ntp: 2\n")  # FP4 compute; weight-only fp4 would run
     code, _, err = run_cli(capsys, "run", "--hardware", "h100-hgx", "--benchmark", "llama2-70b",
                            "--deployment", str(fp4))
     assert code == 2 and "weights" in err and "valid: bf16, fp8" in err.replace("fp8, bf16", "bf16, fp8")
