@@ -145,3 +145,25 @@ def test_synthetic_moe_active_params():
     inactive = 3 * (8 - 2) * expert  # 6 idle routed experts in each of 3 MoE layers
     assert m.total_params - m.active_params == inactive
     assert m.active_params < m.total_params
+
+
+def test_qwen35_hybrid_matches_its_name_and_keeps_kv_only_in_full_layers():
+    m = load_model("qwen3.5-397b-a17b")
+    assert m.total_params / 1e9 == pytest.approx(397, rel=TOL)  # "397B-A17B"
+    assert m.active_params / 1e9 == pytest.approx(17, rel=0.03)
+    assert m.full_attention_layers == 15 and m.num_linear_layers == 45
+    assert m.kv_bytes_per_token(2) == 15 * 2 * 2 * 256 * 2  # 15 layers x K+V x 2 KV heads x 256 x bf16
+    # per sequence: 45 layers x (64 value heads x 128 x 128 fp32 state + 12288 channels x 3 conv taps x bf16)
+    assert m.state_bytes_per_sequence == 45 * (64 * 128 * 128 * 4 + 12288 * 3 * 2)
+
+
+def test_linear_attention_params_by_hand():
+    from gpusim.specs.model import LinearAttention
+
+    la = LinearAttention(layers=2, num_key_heads=2, key_head_dim=4, num_value_heads=4, value_head_dim=4)
+    qkv = 2 * 2 * 4 + 4 * 4  # q and k, then v
+    # in-projection to q, k, v, the gate z (value width) and per-value-head beta and decay; conv; out-projection
+    assert la.params(64) == 64 * (qkv + 16 + 2 * 4) + qkv * 4 + 16 * 64
+    m = _tiny(linear_attention=la)
+    assert m.full_attention_layers == 2
+    assert m.total_params - _tiny().total_params == 2 * (la.params(64) - _tiny().attention_params)

@@ -330,3 +330,36 @@ def test_trtllm_profile_loads_with_graded_constants() -> None:
     assert over.for_architecture("hopper").gemm_efficiency_max.value == 0.5
     assert over.for_architecture("blackwell").gemm_efficiency_max.value == prof.gemm_efficiency_max.value
     assert math.isclose(prof.for_architecture("rubin").step_overhead_us.value, prof.step_overhead_us.value)
+
+
+# ---- linear attention ---------------------------------------------------------------------------
+def hybrid_model() -> ModelSpec:
+    from gpusim.specs.model import LinearAttention
+
+    la = LinearAttention(layers=1, num_key_heads=4, key_head_dim=64, num_value_heads=8, value_head_dim=64)
+    return dense_model(id="tiny-hybrid", linear_attention=la)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_linear_attention_decode_reads_and_writes_a_fixed_state_per_sequence(tp) -> None:
+    model, hw = hybrid_model(), hardware()
+    cm = StepCostModel(hw, model, Deployment(tp=tp), software())
+
+    def attention(seqs: int) -> float:
+        return cm.breakdown(BatchShape(decode_seqs=seqs, decode_context=0)).by_op["attention_decode"]
+
+    la = model.linear_attention
+    state = 8 // tp * 64 * 64 * 4 + (4 * 64 * 2 + 8 * 64) * 3 * 2 / tp  # this GPU's value heads; conv state
+    per_seq = 2 * state / (1e12 * 0.5)  # read and write, at the attention decode bandwidth
+    assert attention(3) - attention(2) == pytest.approx(per_seq)
+    assert la.layers == 1 and model.full_attention_layers == LAYERS - 1
+
+
+def test_linear_attention_state_slots_are_reserved_before_the_kv_cache() -> None:
+    model, hw = hybrid_model(), hardware(hbm_gib=80)
+    small, large = (plan_memory(hw, model, Deployment(max_batch_size=b)) for b in (8, 264))
+    reserved = (264 - 8) * model.state_bytes_per_sequence
+    logits = (large.workspace_per_gpu - small.workspace_per_gpu) * Deployment().gpu_memory_fraction
+    assert small.kv_per_gpu - large.kv_per_gpu == pytest.approx(reserved + logits)
+    with pytest.raises(InputError, match="linear-attention state"):
+        plan_memory(hardware(hbm_gib=1), model, Deployment(max_batch_size=65536))

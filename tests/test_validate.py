@@ -62,8 +62,7 @@ def test_models_map_by_rule() -> None:
     assert map_model("meta-llama/Llama-3.1-70B") == "llama3.1-70b"
     assert map_model("nvidia/DeepSeek-V3.1-NVFP4") == "deepseek-v3"
     assert map_model("Qwen/Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b"
-    with pytest.raises(Unsupported, match="linear-attention"):
-        map_model("Qwen/Qwen3.5-397B-A17B")
+    assert map_model("Qwen/Qwen3.5-397B-A17B") == "qwen3.5-397b-a17b"
     with pytest.raises(Unsupported, match="no architecture"):
         map_model("acme/Mystery-7B")
 

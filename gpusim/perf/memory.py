@@ -9,6 +9,8 @@ KV cache per GPU per token (full-attention layers of one stage): GQA heads split
 (ceil(kv_heads / tp): replicated when kv_heads < tp); the MLA latent is replicated on every TP rank.
 With attention DP each rank keeps the whole KV of its own sequences, so the instance holds tp times
 as many tokens. Sliding-window layers hold at most the window per sequence and are not counted.
+Linear-attention layers keep a fixed state per sequence instead: slots for max_batch_size sequences
+are reserved before the KV cache is sized.
 
 Workspace (an estimate of TensorRT-LLM's activation buffers for max_num_tokens tokens): per token
 4 hidden-size bf16 buffers (residual, normed input, attention output, FFN output) plus the widest
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpusim.errors import InputError
-from gpusim.perf.ops import BF16, DTYPE_BYTES, attention_params_per_gpu, ceil_div
+from gpusim.perf.ops import BF16, DTYPE_BYTES, ceil_div, mixer_params_per_gpu
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -48,7 +50,7 @@ def weights_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """Weight bytes one GPU holds (see the module docstring)."""
     tp, pp = dep.tp, dep.pp
     wb = DTYPE_BYTES[dep.weights]
-    layers = model.num_layers * attention_params_per_gpu(model, dep) * wb
+    layers = mixer_params_per_gpu(model, dep) * wb
     layers += model.num_dense_layers * model.ffn_params(model.intermediate_size) / tp * wb
     if model.moe is not None:
         m = model.moe
@@ -72,6 +74,16 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     else:
         per_layer = 2 * ceil_div(model.num_kv_heads, tp) * model.head_dim * kvb
     return model.full_attention_layers * per_layer / dep.pp
+
+
+def state_per_gpu(model: ModelSpec, dep: Deployment) -> float:
+    """Linear-attention state slots reserved for `max_batch_size` sequences (as vLLM and SGLang
+    pre-allocate them): state heads split by tp; under attention DP each rank keeps its own sequences."""
+    if model.linear_attention is None:
+        return 0.0
+    ranks = dep.tp if dep.attention_dp else 1
+    share = 1 if dep.attention_dp else dep.tp
+    return ceil_div(dep.max_batch_size, ranks) * model.state_bytes_per_sequence / share / dep.pp
 
 
 def workspace_per_gpu(model: ModelSpec, dep: Deployment) -> float:
@@ -111,11 +123,17 @@ def plan_memory(
             f"short by {-free / GiB:.1f} GiB; use a larger tp/ep, more pp"
             + (" or fp4 weights" if hardware.supports("fp4") and dep.weights != "fp4" else ""),
         )
-    kv = free * dep.gpu_memory_fraction
+    kv = free * dep.gpu_memory_fraction - state_per_gpu(model, dep)
+    if kv <= 0:
+        left = free * dep.gpu_memory_fraction / GiB
+        raise InputError("deployment", "max_batch_size", f"linear-attention state for {dep.max_batch_size} "
+                         f"sequences needs {state_per_gpu(model, dep) / GiB:.1f} GiB per GPU, more than the "
+                         f"{left:.1f} GiB left; use a smaller max_batch_size or more tp")
     per_tok = kv_bytes_per_token_per_gpu(model, dep)
     ranks = dep.tp if dep.attention_dp else 1
     capacity = int(kv // per_tok) * ranks if per_tok > 0 else 0
     return MemoryPlan(w, ws, kv, per_tok, capacity)
 
 
-__all__ = ["MemoryPlan", "kv_bytes_per_token_per_gpu", "plan_memory", "weights_per_gpu", "workspace_per_gpu"]
+__all__ = ["MemoryPlan", "kv_bytes_per_token_per_gpu", "plan_memory", "state_per_gpu", "weights_per_gpu",
+           "workspace_per_gpu"]

@@ -151,6 +151,12 @@ class AttentionOp:
     dtype: Dtype
     dp: int
     """Attention-DP ranks (1 without attention DP)."""
+    linear_layers: int = 0
+    linear_flops_per_token: float = 0.0
+    """Linear attention (chunked delta rule), per layer, per prompt token, on one GPU."""
+    linear_state_bytes: float = 0.0
+    """Linear attention decode: recurrent and convolution state one GPU reads and writes per layer and
+    sequence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,22 +178,51 @@ def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     h, n = model.hidden_size, model.num_attention_heads
     if model.mla is None:
         d = model.head_dim
-        return h * d * (ceil_div(n, tp) * 2 + 2 * ceil_div(model.num_kv_heads, tp))
+        q = ceil_div(n, tp) * (3 if model.attention_output_gate else 2)  # q (and its gate) in, o out
+        return h * d * (q + 2 * ceil_div(model.num_kv_heads, tp))
     m = model.mla
     down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + (h * m.q_lora_rank if m.q_lora_rank else 0)
     return down + (model.attention_params - down) / tp
+
+
+def linear_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
+    """One linear-attention layer's weights on one GPU: heads split by tp (all of them under attention DP)."""
+    la = model.linear_attention
+    return 0.0 if la is None else la.params(model.hidden_size) / (1 if dep.attention_dp else dep.tp)
+
+
+def mixer_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
+    """Token-mixing weights of all layers on one GPU: softmax attention plus linear attention."""
+    return (model.num_softmax_layers * attention_params_per_gpu(model, dep)
+            + model.num_linear_layers * linear_params_per_gpu(model, dep))
+
+
+def _linear_attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> list[GemmOp]:
+    la = model.linear_attention
+    if la is None:
+        return []
+    tp = 1 if dep.attention_dp else dep.tp
+    dp = dep.tp if dep.attention_dp else 1
+    wb, h = DTYPE_BYTES[dep.weights], model.hidden_size
+    v = la.num_value_heads * la.value_head_dim / tp
+    out_params = v * h
+    in_params = linear_params_per_gpu(model, dep) - out_params
+    return [
+        GemmOp("linear_in_proj", la.layers, in_params * wb, 2 * in_params, h * ab + in_params / h * BF16, gd, dp),
+        GemmOp("linear_out_proj", la.layers, out_params * wb, 2 * out_params, v * ab + h * BF16, gd, dp),
+    ]
 
 
 def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> list[GemmOp]:
     tp = 1 if dep.attention_dp else dep.tp
     dp = dep.tp if dep.attention_dp else 1
     wb = DTYPE_BYTES[dep.weights]
-    h, n, L = model.hidden_size, model.num_attention_heads, model.num_layers
+    h, n, L = model.hidden_size, model.num_attention_heads, model.num_softmax_layers
     nq = ceil_div(n, tp)
     if model.mla is None:
         d = model.head_dim
         o_params = nq * d * h
-        qkv_out = (nq + 2 * ceil_div(model.num_kv_heads, tp)) * d
+        qkv_out = (nq * (2 if model.attention_output_gate else 1) + 2 * ceil_div(model.num_kv_heads, tp)) * d
         o_in = nq * d
     else:
         m = model.mla
@@ -219,6 +254,7 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
 
     ops: list[GemmOp | MoEOp] = [GemmOp("embedding", 1, 0.0, 0.0, 2 * h * BF16, "bf16")]
     ops += _attention_ops(model, dep, gd, ab)
+    ops += _linear_attention_ops(model, dep, gd, ab)
     dense_layers, moe_layers = model.num_dense_layers, model.num_moe_layers
     if dense_layers and model.intermediate_size:
         ops.append(_ffn("ffn", dense_layers, model, model.intermediate_size / tp, wb, ab, gd))
@@ -283,7 +319,23 @@ def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
         decode_bytes_per_kv=dec_bytes,
         dtype=adt,
         dp=dep.tp if dep.attention_dp else 1,
+        **_linear_attention(model, tp),
     )
+
+
+def _linear_attention(model: ModelSpec, tp: int) -> dict[str, float]:
+    """Gated DeltaNet per layer on one GPU (value heads split by tp). Prefill, chunked delta rule with
+    64-token chunks: per token, the state update and readout (4·heads·dk·dv) and the intra-chunk
+    attention (2·64·heads·(dk + dv)). Decode: read and write the state once per token."""
+    la = model.linear_attention
+    if la is None:
+        return {}
+    heads = ceil_div(la.num_value_heads, tp)
+    dk, dv = la.key_head_dim, la.value_head_dim
+    share = heads / la.num_value_heads
+    return {"linear_layers": la.layers,
+            "linear_flops_per_token": 4 * heads * dk * dv + 2 * 64 * heads * (dk + dv),
+            "linear_state_bytes": 2 * la.state_bytes_per_layer * share}
 
 
 def expected_distinct_experts(tokens: float, top_k: int, num_experts: int) -> float:
@@ -293,5 +345,6 @@ def expected_distinct_experts(tokens: float, top_k: int, num_experts: int) -> fl
 
 __all__ = [
     "DTYPE_BYTES", "NVFP4_BYTES", "AttentionOp", "CommOp", "GemmOp", "MoEOp", "ModelOps",
-    "attention_params_per_gpu", "build_ops", "expected_distinct_experts", "wider",
+    "attention_params_per_gpu", "build_ops", "expected_distinct_experts", "linear_params_per_gpu",
+    "mixer_params_per_gpu", "wider",
 ]

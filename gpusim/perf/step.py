@@ -116,7 +116,10 @@ class StepCostModel:
         self._sliding_layers = a.sliding_layers
         self._window = a.window
         self._dp = a.dp
-        self._attn_launch = (a.full_layers + a.sliding_layers) * sw.value("attention_kernel_us") * 1e-6
+        mixers = a.full_layers + a.sliding_layers + a.linear_layers
+        self._attn_launch = mixers * sw.value("attention_kernel_us") * 1e-6
+        self._linear_token_s = a.linear_layers * a.linear_flops_per_token / p_attn
+        self._state_s = a.linear_layers * a.linear_state_bytes / bw_attn
 
         self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
 
@@ -211,16 +214,27 @@ class StepCostModel:
         return self._depth * (layer + self._lm_head(seqs)[0] + self._lm_launch)
 
     def _prefill_attention(self, b: BatchShape) -> float:
-        """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window."""
+        """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window;
+        linear-attention layers are linear in the prompt tokens."""
         pairs = self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1)
-        return pairs * self._pair_s
+        linear = 0.0
+        if self._linear_token_s:
+            linear = self._linear_token_s * self._busiest(b.prefill_tokens, b.prefill_seqs or 1)
+        return pairs * self._pair_s + linear
 
     def _decode_attention(self, b: BatchShape) -> float:
-        """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window.
+        """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window;
+        linear-attention layers read and write a fixed state per sequence.
         With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
         if self._dp > 1 and b.attn_rank_seqs:
-            return self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1) * self._kv_s
-        return self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs) * self._kv_s
+            kv = self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1) * self._kv_s
+            return kv + b.attn_rank_seqs * self._state_s
+        kv = self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs) * self._kv_s
+        return kv + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
+
+    def _busiest(self, work: float, seqs: int) -> float:
+        """The share of `work` (spread over `seqs` sequences) on the busiest attention-DP rank."""
+        return work * (-(-seqs // self._dp) / seqs) if self._dp > 1 and seqs else work
 
     def _attention_work(self, work: float, window_units: int, seqs: int) -> float:
         """`work` over all layers (sliding layers capped at `window_units · window`), on the busiest
@@ -229,9 +243,7 @@ class StepCostModel:
         if self._sliding_layers:
             cap = window_units * self._window
             total += self._sliding_layers * (work if work < cap else cap)
-        if self._dp > 1 and seqs:
-            total *= -(-seqs // self._dp) / seqs
-        return total
+        return self._busiest(total, seqs)
 
     def breakdown(self, b: BatchShape) -> StepBreakdown:
         """The same time as `step_time`, split by bound and by op (slow path, for reports)."""

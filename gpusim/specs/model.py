@@ -36,6 +36,38 @@ class MoE(_Spec):
     """Leading layers with a dense FFN of `ModelSpec.intermediate_size` instead of experts."""
 
 
+class LinearAttention(_Spec):
+    """Gated DeltaNet layers (Qwen3.5, Qwen3-Next): a fixed-size recurrent state per sequence replaces the
+    KV cache; a short causal convolution runs over q, k and v."""
+
+    layers: int
+    """How many of the model's layers are linear attention (the others are full attention)."""
+    num_key_heads: int
+    key_head_dim: int
+    num_value_heads: int
+    value_head_dim: int
+    conv_kernel: int = 4
+    state_bytes: float = 4.0
+    """Bytes per recurrent-state value (fp32)."""
+
+    @property
+    def qkv_dim(self) -> int:
+        """Width of q, k and v together (the convolution's channels)."""
+        return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
+
+    def params(self, hidden: int) -> int:
+        """One layer's weights: in-projection to q, k, v, the output gate z and the per-head beta and
+        decay (a, b), the convolution, and the out-projection."""
+        v = self.num_value_heads * self.value_head_dim
+        return hidden * (self.qkv_dim + v + 2 * self.num_value_heads) + self.qkv_dim * self.conv_kernel + v * hidden
+
+    @property
+    def state_bytes_per_layer(self) -> float:
+        """Recurrent state (value heads × key dim × value dim) and convolution state of one sequence."""
+        state = self.num_value_heads * self.key_head_dim * self.value_head_dim * self.state_bytes
+        return state + self.qkv_dim * (self.conv_kernel - 1) * 2
+
+
 class ModelSpec(_Spec):
     """A decoder-only transformer as its config.json describes it (the fields that set cost)."""
 
@@ -55,6 +87,9 @@ class ModelSpec(_Spec):
     sliding_window: int | None = None
     sliding_layers: int = 0
     """How many layers attend only to the last `sliding_window` tokens."""
+    linear_attention: LinearAttention | None = None
+    attention_output_gate: bool = False
+    """Full attention gates its output by a sigmoid of a second query-sized projection (Qwen3.5)."""
     tied_embeddings: bool = False
     mtp_layers: int = 0
     """Multi-token-prediction modules (DeepSeek-V3: one extra MoE layer plus a projection)."""
@@ -70,7 +105,8 @@ class ModelSpec(_Spec):
         h, n = self.hidden_size, self.num_attention_heads
         if self.mla is None:
             d = self.head_dim
-            return h * n * d + 2 * h * self.num_kv_heads * d + n * d * h
+            gate = h * n * d if self.attention_output_gate else 0
+            return h * n * d + gate + 2 * h * self.num_kv_heads * d + n * d * h
         m = self.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         q = h * n * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * n * qk
@@ -108,12 +144,23 @@ class ModelSpec(_Spec):
         """Input embedding plus LM head."""
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
 
+    @property
+    def num_linear_layers(self) -> int:
+        return 0 if self.linear_attention is None else self.linear_attention.layers
+
+    @property
+    def num_softmax_layers(self) -> int:
+        """Layers with (full or sliding-window) softmax attention."""
+        return self.num_layers - self.num_linear_layers
+
     # ---- whole-model counts ---------------------------------------------------------------
     @property
     def total_params(self) -> int:
         """All weights of the main model (MTP modules excluded), embeddings and head included."""
+        la = self.linear_attention
         return (
-            self.num_layers * self.attention_params
+            self.num_softmax_layers * self.attention_params
+            + (la.layers * la.params(self.hidden_size) if la else 0)
             + self.num_dense_layers * self.ffn_params(self.intermediate_size)
             + self.num_moe_layers * self.moe_layer_params
             + self.embedding_params
@@ -139,7 +186,13 @@ class ModelSpec(_Spec):
     # ---- KV cache ---------------------------------------------------------------------------
     @property
     def full_attention_layers(self) -> int:
-        return self.num_layers - self.sliding_layers
+        return self.num_softmax_layers - self.sliding_layers
+
+    @property
+    def state_bytes_per_sequence(self) -> float:
+        """Fixed per-sequence memory of the linear-attention layers (0 without them)."""
+        la = self.linear_attention
+        return la.layers * la.state_bytes_per_layer if la else 0.0
 
     def kv_bytes_per_token_per_layer(self, dtype_bytes: float) -> float:
         """K and V (or the MLA latent) of one token in one layer."""

@@ -61,12 +61,6 @@ PARTITIONS: dict[str, list[str]] = {
 }
 """Partition kinds of the error table: one dimension each, and the exact configuration."""
 
-UNDESCRIBED: dict[str, str] = {
-    "qwen3.5-397b-a17b": "Qwen3.5 interleaves Gated DeltaNet linear-attention layers (45 of 60) with full "
-                         "attention; gpusim has no linear-attention op",
-}
-"""Models in the sample whose architecture gpusim's ModelSpec cannot describe, with the reason."""
-
 _GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
     "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"), "fp4": ("fp4", "fp4"),
     "bf16": ("bf16", "bf16"), "int4_wo": ("fp4", "bf16"), "int4": ("fp4", "bf16"),
@@ -124,8 +118,6 @@ def map_model(model_path: str) -> str:
     for candidate in (name, re.sub(r"\.\d+$", "", name)):
         if candidate in known:
             return candidate
-    if name in UNDESCRIBED:
-        raise Unsupported(f"model {model_path}: {UNDESCRIBED[name]}")
     raise Unsupported(f"model {model_path}: no architecture in workloads/models (valid: {', '.join(sorted(known))})")
 
 
