@@ -224,3 +224,16 @@ def test_real_mooncake_hash_blocks(shared_dir: Path) -> None:
     assert w.prefix_hashes is not None and len(w.prefix_hashes) == len(w) > 1000
     blocks = [math.ceil(n / 512) for n in w.input_tokens.tolist()]
     assert [len(h) for h in w.prefix_hashes] == blocks
+
+
+def test_closed_loop_range_ratio_draws_lengths_from_the_upper_band():
+    from gpusim.loadgen.scenarios import closed_loop
+
+    wl = closed_loop(8, 1000, 200, 4000, range_ratio=0.8, seed=3)
+    assert wl.input_tokens.min() >= 800 and wl.input_tokens.max() <= 1000
+    assert wl.output_tokens.min() >= 160 and wl.output_tokens.max() <= 200
+    assert abs(wl.input_tokens.mean() - 900) < 5  # uniform over [0.8 L, L]
+    fixed = closed_loop(8, 1000, 200, 10)
+    assert set(fixed.input_tokens) == {1000} and set(fixed.output_tokens) == {200}
+    with pytest.raises(InputError, match="range_ratio"):
+        closed_loop(8, 1000, 200, 10, range_ratio=0.0)

@@ -108,14 +108,24 @@ def single_stream(bench: BenchmarkSpec, seed: int, samples: int) -> Workload:
     return Workload.create(np.zeros(samples), isl, osl, concurrency=1, name=f"{bench.id} single-stream", source=_SOURCE)
 
 
-def closed_loop(concurrency: int, isl: int, osl: int, samples: int) -> Workload:
-    """Fixed concurrency, fixed ISL/OSL: how the silicon sample (and InferenceX) measure."""
+def closed_loop(concurrency: int, isl: int, osl: int, samples: int, range_ratio: float = 1.0,
+                seed: int = 0) -> Workload:
+    """Fixed concurrency and ISL/OSL: how the silicon sample (and InferenceX) measure. With
+    `range_ratio` r < 1 each request's lengths are drawn uniformly from [r·L, L], as vLLM's
+    benchmark_serving (`--random-range-ratio`) and InferenceX (r = 0.8) do."""
     for field, value in (("concurrency", concurrency), ("isl", isl), ("osl", osl), ("samples", samples)):
         _positive(field, value, required=True)
+    if not 0 < range_ratio <= 1:
+        raise InputError(_SOURCE, "range_ratio", f"must be in (0, 1], got {range_ratio}")
+    rng = np.random.default_rng(seed)
+
+    def lengths(n: int) -> np.ndarray:
+        return rng.integers(max(1, math.ceil(range_ratio * n)), n + 1, samples, dtype=np.int64)
+
     return Workload.create(
         np.zeros(samples),
-        np.full(samples, isl, dtype=np.int64),
-        np.full(samples, osl, dtype=np.int64),
+        lengths(isl),
+        lengths(osl),
         concurrency=concurrency,
         name=f"closed-loop c={concurrency} isl={isl} osl={osl}",
         source=_SOURCE,

@@ -21,8 +21,9 @@ profile, a model YAML and a `Deployment`:
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
 
-Prediction: the closed-loop run issues 10 × c requests (InferenceX's num_prompts) and averages TTFT and
-TPOT over all of them, as a benchmark client does: the first wave arrives as one burst, and its queueing
+Prediction: the closed-loop run issues 10 × c requests (InferenceX's num_prompts), each with ISL and OSL
+drawn from [0.8·L, L] (its --random-range-ratio), and averages TTFT and TPOT over all of them, as a
+benchmark client does: the first wave arrives as one burst, and its queueing
 is part of the measured mean. The silicon columns are per-run averages (benchmark_serving/aiperf report
 mean TTFT and mean TPOT), so means are compared.
 Software: the row's `backend` selects the profile (`trtllm`, `vllm`, `sglang`, each fitted on its own
