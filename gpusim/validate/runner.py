@@ -29,7 +29,6 @@ WAVES = 10
 """Requests per closed-loop run, in multiples of the concurrency: InferenceX (SemiAnalysis InferenceMAX)
 issues num_prompts = 10 × concurrency."""
 
-
 RANGE_RATIO = 0.8
 """Each request's ISL and OSL are drawn from [0.8·L, L], as InferenceX's client does (vLLM
 benchmark_serving --random-range-ratio 0.8; SemiAnalysisAI/InferenceX README). Applied to every row:
@@ -53,7 +52,7 @@ class ClosedLoopResult:
 
 def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int, osl: int,
                          samples: int | None = None, source: str = "silicon row") -> ClosedLoopResult:
-    """Run `dep` of `model` on `hw` with `concurrency` requests in flight, each `isl` in and `osl` out."""
+    """Run `dep` of `model` on `hw` with `concurrency` requests in flight, each up to `isl` in and `osl` out."""
     setup = make_setup(hw, None, model, dep, source)  # type: ignore[arg-type]  # no benchmark: closed loop
     workload = closed_loop(concurrency, isl, osl, samples or closed_loop_samples(concurrency), RANGE_RATIO)
     records, _, _ = setup.simulate(workload)
