@@ -11,8 +11,9 @@ from gpusim.calibrate import fit
 from gpusim.specs.software import SoftwareProfile, load_software
 
 GATE_ROWS, GATE_SEED = 60, 7
-GATE_MAPE_TTFT, GATE_MAPE_TPOT = 0.95, 0.50
-"""CI gate: silicon MAPE on a fixed 60-row sample (seed 7) may not regress past these; reached 0.84 / 0.44."""
+GATE_MAPE_TTFT, GATE_MAPE_TPOT = 0.60, 0.45
+"""CI gate: silicon MAPE on a fixed 60-row sample (seed 7) of the held-out rows may not regress past
+these; reached 0.51 / 0.38 (the issue's targets, 0.20 / 0.10 per partition, are not met yet)."""
 
 
 def test_fit_surrogate_recovers_known_constants() -> None:
@@ -88,13 +89,14 @@ def test_profiles_for_every_backend_and_round() -> None:
 
 
 def test_silicon_ci_gate(shared_dir) -> None:
-    """The fixed 60-row sample may not regress past the gate (the full file is in docs/validation/silicon)."""
+    """A fixed 60-row sample of the held-out rows may not regress past the gate (all of them:
+    docs/validation/silicon)."""
     from gpusim.validate.silicon import validate_silicon
 
     path = shared_dir / "reference" / "silicon_sample.csv"
     if not path.is_file():
         pytest.skip("no silicon sample")
-    s = validate_silicon(path, sample=GATE_ROWS, workers=2, seed=GATE_SEED).summary
+    s = validate_silicon(path, sample=GATE_ROWS, workers=2, seed=GATE_SEED, held_out=True).summary
     assert s["rows_predicted"] >= 0.7 * GATE_ROWS
     assert s["mape_ttft"] <= GATE_MAPE_TTFT, s["mape_ttft"]
     assert s["mape_tpot"] <= GATE_MAPE_TPOT, s["mape_tpot"]
