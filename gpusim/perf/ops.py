@@ -14,7 +14,9 @@ Conventions (DESIGN §3, §8):
 - Attention: prefill FLOPs per causal query-key pair and layer are 2·heads·(qk_dim + v_dim)
   (= 4·heads·head_dim for MHA/GQA; MLA with its qk/v head dims); decode reads
   context · KV bytes per token per layer (MLA latent, absorbed: 2·heads·(2·kv_lora + rope) FLOPs).
-  Sliding-window layers see at most `sliding_window` keys per query.
+  Sliding-window layers see at most `sliding_window` keys per query. Linear-attention (Gated
+  DeltaNet) layers have their own projections and cost per prompt token (chunked delta rule) and,
+  in decode, one read and write of their fixed per-sequence state.
 - Activation traffic of a GEMM: input at the activation precision, output in bf16; SwiGLU FFNs
   write and re-read their intermediate at the activation precision (fused activation). Norms and
   rotary embeddings are not modelled as separate kernels (TensorRT-LLM fuses them).
