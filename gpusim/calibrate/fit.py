@@ -11,8 +11,8 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads
-   and the disaggregated KV handoff time). Their differences give each row's TTFT and TPOT slopes; the per-request
-   front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
+   and the disaggregated KV handoff time). Their differences give each row's TTFT and TPOT slopes;
+   the per-request front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
    MAPE(TTFT) + MAPE(TPOT) are a weighted L1 regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
    (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.

@@ -123,12 +123,12 @@ def plan_memory(
             f"short by {-free / GiB:.1f} GiB; use a larger tp/ep, more pp"
             + (" or fp4 weights" if hardware.supports("fp4") and dep.weights != "fp4" else ""),
         )
-    kv = free * dep.gpu_memory_fraction - state_per_gpu(model, dep)
+    state = state_per_gpu(model, dep)
+    kv = free * dep.gpu_memory_fraction - state
     if kv <= 0:
-        left = free * dep.gpu_memory_fraction / GiB
         raise InputError("deployment", "max_batch_size", f"linear-attention state for {dep.max_batch_size} "
-                         f"sequences needs {state_per_gpu(model, dep) / GiB:.1f} GiB per GPU, more than the "
-                         f"{left:.1f} GiB left; use a smaller max_batch_size or more tp")
+                         f"sequences needs {state / GiB:.1f} GiB per GPU, more than the "
+                         f"{(kv + state) / GiB:.1f} GiB left; use a smaller max_batch_size or more tp")
     per_tok = kv_bytes_per_token_per_gpu(model, dep)
     ranks = dep.tp if dep.attention_dp else 1
     capacity = int(kv // per_tok) * ranks if per_tok > 0 else 0

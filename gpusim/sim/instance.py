@@ -43,7 +43,6 @@ class StepCost(Protocol):
     def step_time(self, b: BatchShape) -> float: ...
 
 
-
 class Instance:
     """A model replica with its own batch, KV cache and queue."""
 

@@ -111,7 +111,7 @@ class SoftwareProfile(BaseModel):
     (transfer setup and completion polling, decode-side admission), ms."""
     layer_overhead_us: Sourced | None = None
     """Fixed time per transformer layer per step that serving does not hide (small kernels between the
-    modelled ones, CUDA-graph gaps, synchronisation), µs; added to step_overhead_us × every layer."""
+    modelled ones, CUDA-graph gaps, synchronisation), µs; each step adds it once per layer to step_overhead_us."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None

@@ -23,9 +23,9 @@ profile, a model YAML and a `Deployment`:
 
 Prediction: the closed-loop run issues 10 × c requests (InferenceX's num_prompts), each with ISL and OSL
 drawn from [0.8·L, L] (its --random-range-ratio), and averages TTFT and TPOT over all of them, as a
-benchmark client does: the first wave arrives as one burst, and its queueing
-is part of the measured mean. The silicon columns are per-run averages (benchmark_serving/aiperf report
-mean TTFT and mean TPOT), so means are compared.
+benchmark client does: the first wave arrives as one burst, and its queueing is part of the measured
+mean. The silicon columns are per-run averages (benchmark_serving/aiperf report mean TTFT and mean
+TPOT), so means are compared.
 Software: the row's `backend` selects the profile (`trtllm`, `vllm`, `sglang`, each fitted on its own
 backend's rows by `gpusim calibrate`); a backend without a profile runs with `trtllm` and says so.
 """
@@ -66,6 +66,8 @@ _GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
     "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"), "fp4": ("fp4", "fp4"),
     "bf16": ("bf16", "bf16"), "int4_wo": ("fp4", "bf16"), "int4": ("fp4", "bf16"),
 }
+TOKENS_PER_RANK = 8192
+"""Token budget per step and attention rank (the engines' default max_num_tokens / max_num_batched_tokens)."""
 _SUFFIX = re.compile(r"-(fp8|nvfp4|fp4|instruct|hf)$")
 _CONCURRENCY_SOURCE = re.compile(r"silicon_concurrency=(\d+)")
 _CONCURRENCY_ID = re.compile(r"_c(\d+)(?=_|$)")
@@ -169,7 +171,7 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool) -> 
     rank_batch = _num(row, f"{prefix}batch_size")
     max_batch = max(int(rank_batch) * dp, batch or 0) if rank_batch else batch
     par = Parallelism(tp=gpus, pp=_int(row, f"{prefix}pp_size", 1), ep=ep, attention_dp=dp > 1,
-                      max_batch_size=max(max_batch or 256, 1), max_num_tokens=8192 * dp)
+                      max_batch_size=max(max_batch or 256, 1), max_num_tokens=TOKENS_PER_RANK * dp)
     return par, notes
 
 
@@ -225,7 +227,8 @@ def row_case(row: Mapping) -> SiliconCase:
             if role == "decode":
                 par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe)
                 if unstated and model.mla is not None and concurrency / (workers * par.tp) >= DEP_SEQS_PER_GPU:
-                    par = par.model_copy(update={"attention_dp": True, "ep": par.tp, "max_num_tokens": 8192 * par.tp})
+                    par = par.model_copy(update={"attention_dp": True, "ep": par.tp,
+                                                 "max_num_tokens": TOKENS_PER_RANK * par.tp})
                     more.append(f"decode as attention DP + EP{par.tp} (≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
             notes += more
             pools[role] = par.model_copy(update={"instances": workers})
