@@ -260,8 +260,8 @@ BATCH_PER_RANK = (64, 256, 1024)
 TOKENS_PER_RANK = (2048, 8192)
 
 
-def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str
-                          ) -> Iterator[Deployment]:
+def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str,
+                          gpus: int | None = None) -> Iterator[Deployment]:
     """Every deployment worth trying that fits: the one place to add new dimensions.
 
     Aggregated: weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV
@@ -271,10 +271,15 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
     domains of 16 GPUs or more): 1, 2 or 4 prefill instances of DEP4 or DEP8 and wide-EP decode
     instances over the rest of each domain. MTP with the model's default acceptance is added to every
     candidate where the benchmark's rules allow it in this scenario. Deployments that fail
-    `check_deployment` or `plan_memory` (does not fit) are skipped.
+    `check_deployment` or `plan_memory` (does not fit) are skipped. `gpus` below the hardware's count
+    is a GPU budget (a published slice of a system): aggregated instances that fit in it, as many as fit.
     """
     mtp = _default_mtp(model) if scenario in bench.mtp_allowed_in else None
     for dep in _layouts(hw, model):
+        if gpus is not None and gpus < hw.num_gpus:
+            if dep.mode != "aggregated" or dep.gpus_per_instance > gpus:
+                continue
+            dep = dep.model_copy(update={"instances": gpus // dep.gpus_per_instance})
         for d in (dep, dep.model_copy(update={"mtp": mtp, "name": dep.name + "-mtp"})) if mtp else (dep,):
             try:
                 check_deployment(hw, model, d, d.name)
@@ -344,10 +349,13 @@ class SearchResult:
 
 
 def search_deployments(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0,
-                       screen: int = 3, finalists: int = 1, rel_tol: float = 0.01, log: Log = _quiet) -> SearchResult:
-    """The best deployment for `base`'s hardware and benchmark in `scenario` (see the module docstring)."""
+                       screen: int = 3, finalists: int = 1, rel_tol: float = 0.01, log: Log = _quiet,
+                       gpus: int | None = None) -> SearchResult:
+    """The best deployment for `base`'s hardware and benchmark in `scenario` (see the module docstring),
+    on at most `gpus` GPUs (`candidate_deployments`); candidates run with `base`'s software profile."""
     est: list[Ranked] = []
-    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario):
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
+        dep = dep.model_copy(update={"software": base.deployment.software})
         s = base.with_deployment(dep, dep.name)
         q = expected_qps(s, scenario, seed)
         if q > 0:
@@ -363,7 +371,8 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
             shortlist.append(r)
         if len(shortlist) == screen:
             break
-    if all(r.setup.deployment != base.deployment for r in shortlist):  # the starting deployment is always a contender
+    if _within(base, gpus) and all(r.setup.deployment != base.deployment for r in shortlist):
+        # the starting deployment is always a contender (when it keeps to the GPU budget)
         shortlist.append(Ranked(base, expected_qps(base, scenario, seed)))
     log(f"search: {len(est)} deployments fit; simulating the top {len(shortlist)} (with the given one)")
     full = duration_s or base.bench.min_duration_s
@@ -395,6 +404,14 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
         best = PeakResult(win.setup, t, PeakSearch(0.0, 0.0), None, True, 1)
     win.peak = best
     return SearchResult(best, shortlist, len(est))
+
+
+def _within(setup: Setup, gpus: int | None) -> bool:
+    """Whether `setup`'s deployment uses at most `gpus` GPUs (None: no budget)."""
+    if gpus is None or gpus >= setup.hardware.num_gpus:
+        return True
+    dep = setup.deployment
+    return dep.mode == "aggregated" and (dep.instances or 0) * dep.gpus_per_instance <= gpus
 
 
 def _tokens_per_s(p: PeakResult | None) -> float:

@@ -96,3 +96,17 @@ def test_disaggregated_and_mtp_candidates_where_the_rules_allow():
     assert with_mtp and list(with_mtp[0].mtp.acceptance) == model.mtp_acceptance
     assert len({_layout(d) for d in interactive}) > 1  # layouts (MTP, pools included) are hashable
     assert any(d.mode == "disaggregated" and d.mtp is not None for d in interactive)
+
+
+def test_a_gpu_budget_keeps_candidates_inside_the_slice():
+    setup = prepare("gb300-nvl72", "deepseek-r1")
+    cands = list(candidate_deployments(setup.hardware, setup.model, setup.bench, "offline", gpus=4))
+    assert cands
+    assert all(d.mode == "aggregated" and d.instances * d.gpus_per_instance <= 4 for d in cands)
+    assert all(d.instances * d.gpus_per_instance > 2 for d in cands)  # as many instances as fit
+
+
+def test_search_candidates_run_with_the_starting_software_profile():
+    base = SMALL.with_deployment(SMALL.deployment.model_copy(update={"software": "vllm"}))
+    sr = search_deployments(base, "offline", duration_s=10.0, screen=1)
+    assert {r.setup.deployment.software for r in sr.ranked} == {"vllm"}
