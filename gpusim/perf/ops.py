@@ -265,10 +265,13 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
         e = moe.num_experts
         ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp))
         ie_gpu = moe.expert_intermediate_size * ep / tp
+        moe_gd, moe_ab = gd, ab
+        if moe.min_activations is not None and wider(dep.activations, moe.min_activations) != dep.activations:
+            moe_gd, moe_ab = wider(gd, moe.min_activations), DTYPE_BYTES[moe.min_activations]
         ops.append(MoEOp(
             "moe_experts", moe_layers, e, moe.top_k, e / ep,
             model.expert_params * wb * ep / tp, 2 * model.expert_params / tp,
-            h * (ab + BF16) + 2 * ie_gpu * ab, ep, moe_imbalance, gd,
+            h * (moe_ab + BF16) + 2 * ie_gpu * moe_ab, ep, moe_imbalance, moe_gd,
         ))
         if moe.shared_experts:
             width = moe.shared_experts * moe.expert_intermediate_size / tp

@@ -6,6 +6,7 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict
 
+from gpusim.specs.hardware import Dtype
 from gpusim.specs.loading import ROOT, catalog, load_named
 
 MODELS = ROOT / "workloads" / "models"
@@ -34,6 +35,10 @@ class MoE(_Spec):
     shared_experts: int = 0
     first_dense_layers: int = 0
     """Leading layers with a dense FFN of `ModelSpec.intermediate_size` instead of experts."""
+    min_activations: Dtype | None = None
+    """Narrowest activation precision the experts' kernels take: narrower deployments run the expert
+    GEMMs at this precision (e.g. MXFP4 experts with MXFP8 activations)."""
+    min_activations_source: str | None = None
 
 
 class LinearAttention(_Spec):
