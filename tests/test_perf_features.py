@@ -79,3 +79,42 @@ def test_wide_ep_across_racks_pays_the_scale_out_fabric():
     comm_in = StepCostModel(two_racks, R1, inside, sw).breakdown(b).communication_s
     comm_out = StepCostModel(two_racks, R1, across, sw).breakdown(b).communication_s
     assert comm_out > 3 * comm_in  # 100 GB/s NICs instead of 900 GB/s NVLink
+
+
+def _with_host(us: float):
+    sw = load_software("trtllm")
+    return sw.model_copy(update={"host_seq_us": Sourced(value=us, source="test", grade="D")})
+
+
+def test_host_work_overlaps_the_gpu_and_binds_only_large_batches():
+    hw, model = load_hardware("b200-hgx"), load_model("llama3.1-8b")
+    dep = Deployment(tp=1, weights="fp8", activations="fp8")
+    gpu, host = StepCostModel(hw, model, dep, _with_host(0.0)), StepCostModel(hw, model, dep, _with_host(100.0))
+    small = BatchShape(decode_seqs=4, decode_context=4 * 1000)
+    assert host.step_time(small) == pytest.approx(gpu.step_time(small))  # 0.4 ms of host work hides
+    big = BatchShape(decode_seqs=2000, decode_context=2000 * 1000)
+    assert gpu.step_time(big) < 0.2
+    assert host.step_time(big) == pytest.approx(2000 * 100e-6)
+    br = host.breakdown(big)
+    assert br.by_op["host_wait"] == pytest.approx(0.2 - gpu.step_time(big))
+    assert sum(br.by_op.values()) == pytest.approx(br.total_s)
+
+
+def test_attention_dp_ranks_each_have_their_own_host():
+    dep = DEP.model_copy(update={"max_batch_size": 4096})
+    one = StepCostModel(GB300, R1, dep, _with_host(1000.0))
+    b = BatchShape(decode_seqs=800, decode_context=800 * 2000)
+    assert one.step_time(b) == pytest.approx(100 * 1000e-6)  # 800 sequences over 8 ranks
+
+
+def test_experts_with_an_activation_floor_compute_at_that_precision():
+    from gpusim.perf.ops import build_ops
+
+    oss = load_model("gpt-oss-120b")
+    assert oss.moe.min_activations == "fp8"
+    w4a4 = build_ops(oss, Deployment(tp=1, weights="fp4", activations="fp4"))
+    w4a16 = build_ops(oss, Deployment(tp=1, weights="fp4", activations="bf16"))
+    moe = {o.name: o for o in w4a4.token_ops}["moe_experts"]
+    assert moe.dtype == "fp8" and {o.name: o for o in w4a4.token_ops}["qkv_proj"].dtype == "fp4"
+    assert {o.name: o for o in w4a16.token_ops}["moe_experts"].dtype == "bf16"
+    assert moe.expert_bytes == pytest.approx(oss.expert_params * DTYPE_BYTES["fp4"])  # weights stay 4-bit

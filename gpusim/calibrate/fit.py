@@ -10,8 +10,9 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    no tables, inherits them: grade D by rule); Hopper and Blackwell differ through `overrides`.
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
-   more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads
-   and the disaggregated KV handoff time). Their differences give each row's TTFT and TPOT slopes;
+   more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
+   the disaggregated KV handoff time and the host time per sequence, which only counts where a step is
+   host-bound, so its slope is a secant over the nudge). Their differences give each row's TTFT and TPOT slopes;
    the per-request front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
    MAPE(TTFT) + MAPE(TPOT) are a weighted L1 regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
@@ -130,7 +131,7 @@ def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int 
             "mape_tpot": mape(pred.loc[ok, "predicted_tpot_ms"], r["silicon_tpot_ms"])}
 
 
-FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0}
+FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0}
 """Engine constants fitted at request level, each with the step of its finite-difference slope."""
 
 
@@ -251,23 +252,29 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
 GENERATION_SCALED = ("hbm_bandwidth_fraction", "gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4",
                      "attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction")
 GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "step_overhead_us",
-                        "layer_overhead_us")
+                        "layer_overhead_us", "host_seq_us")
 
 
 def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
-    """Per-GPU Offline throughput of the newest round over `old_round` on the same accelerator and benchmark
-    (the geometric mean over such pairs), and which pairs."""
+    """Per-GPU Offline throughput of newer rounds over `old_round` on the same GPU (mapped to its hardware
+    profile, so submitters' spellings of one part match) and benchmark (the best newer result; the
+    geometric mean over such pairs), and which pairs."""
+    from gpusim.analysis.published import benchmark_id, map_accelerator
+
     df = pd.read_csv(mlperf)
-    df = df[df["scenario"] == "Offline"].assign(per_gpu=lambda d: d["value"] / d["num_accelerators"].where(
-        d["unit"] == "tokens/s", 1.0))
+    df = df[df["scenario"] == "Offline"].assign(
+        per_gpu=lambda d: d["value"] / d["num_accelerators"].where(d["unit"] == "tokens/s", 1.0),
+        gpu=lambda d: [(map_accelerator(a, int(n)) or (a,))[0] for a, n in zip(d["accelerator"], d["num_accelerators"],
+                                                                                 strict=True)],
+        bench=lambda d: d["benchmark"].map(benchmark_id))
     old = df[df["round"] == old_round]
     newer = df[df["round"].map(lambda r: str(r) > old_round)]
     ratios, pairs = [], []
     for _, o in old.iterrows():
-        n = newer[(newer["accelerator"] == o["accelerator"]) & (newer["benchmark"] == o["benchmark"])]
+        n = newer[(newer["gpu"] == o["gpu"]) & (newer["bench"] == o["bench"])]
         if len(n):
             ratios.append(n["per_gpu"].max() / o["per_gpu"])
-            pairs.append(f"{o['accelerator']} {o['benchmark']} {ratios[-1]:.2f}x")
+            pairs.append(f"{o['gpu']} {o['bench']} {ratios[-1]:.2f}x")
     if not ratios:
         raise ValueError(f"no Offline rows of round {old_round} with a newer round on the same accelerator")
     return float(np.exp(np.mean(np.log(ratios)))), "; ".join(pairs)

@@ -5,6 +5,10 @@ The time of one step of one instance is
     step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
 with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
+The host prepares the next step while the GPU runs this one (TensorRT-LLM's overlap scheduler, vLLM's
+async scheduling), so a step lasts max(that GPU time, sequences · host_seq_us), counting the busiest
+attention-DP rank's sequences (each rank has its own host process): light models at large batches
+become host-bound.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
 profile's `moe_efficiency`; every kernel carries its class's fixed time (GEMM, MoE, attention,
 collective), which replaces the bare `kernel_launch_us` where the profile sets one.
@@ -92,6 +96,7 @@ class StepCostModel:
         self._moe_launch = sw.value("moe_kernel_us") * 1e-6
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
         self._moe_eff = sw.value("moe_efficiency")
+        self._host_seq = sw.value("host_seq_us") * 1e-6
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}
@@ -200,7 +205,11 @@ class StepCostModel:
             s += self._decode_attention(b) + self._attn_launch
             if self._depth:
                 s += self._draft(b.decode_seqs)
-        return s
+        return max(s, self._host_time(b.decode_seqs + b.prefill_seqs))
+
+    def _host_time(self, seqs: int) -> float:
+        """Host work of a step: host_seq_us per sequence of the busiest attention-DP rank (one host each)."""
+        return self._host_seq * self._busiest(seqs, seqs) if seqs else 0.0
 
     def _lm_head(self, rows: int) -> tuple[float, str]:
         """LM head over `rows` sampled rows: (seconds without launch, bound)."""
@@ -269,12 +278,15 @@ class StepCostModel:
             launches += launch
             by_op[name] = by_op.get(name, 0.0) + sec + launch
         by_op["step_overhead"] = self._step_overhead
+        host_wait = total - sum(by_op.values())
+        if host_wait > 1e-12:
+            by_op["host_wait"] = host_wait
         return StepBreakdown(
             total_s=total,
             compute_s=parts["compute"],
             memory_s=parts["memory"],
             communication_s=parts["communication"],
-            overhead_s=launches + self._step_overhead,
+            overhead_s=launches + self._step_overhead + max(0.0, host_wait),
             by_op=by_op,
         )
 

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, str | float] = {
     "request_overhead_ms": 0.0,
     "layer_overhead_us": 0.0,
     "handoff_overhead_ms": 0.0,
+    "host_seq_us": 0.0,
 }
 """Optional constants and what an absent one means: another constant's value, or a neutral number."""
 OPTIONAL = tuple(DEFAULTS)
@@ -112,6 +113,9 @@ class SoftwareProfile(BaseModel):
     layer_overhead_us: Sourced | None = None
     """Fixed time per transformer layer per step that serving does not hide (small kernels between the
     modelled ones, CUDA-graph gaps, synchronisation), µs; each step adds it once per layer to step_overhead_us."""
+    host_seq_us: Sourced | None = None
+    """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
+    It overlaps the GPU's step (overlap scheduler), so a step lasts max(GPU time, seqs · host_seq_us)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None
