@@ -75,6 +75,17 @@ def test_generation_ratio_from_a_synthetic_mlperf_file(tmp_path) -> None:
         fit.generation_ratio(csv, "v4.0")
 
 
+def test_generation_ratio_pairs_two_spellings_of_one_gpu(tmp_path) -> None:
+    csv = tmp_path / "mlperf.csv"
+    pd.DataFrame({
+        "round": ["v5.1", "v6.1"], "accelerator": ["NVIDIA B200-SXM", "NVIDIA B200-SXM-180GB (1000W TGP)"],
+        "num_accelerators": [8, 8], "benchmark": ["llama2-70b-99", "llama2-70b-99.9"], "scenario": ["Offline"] * 2,
+        "value": [800.0, 1200.0], "unit": ["tokens/s"] * 2,
+    }).to_csv(csv, index=False)
+    ratio, pairs = fit.generation_ratio(csv, "v5.1")
+    assert ratio == pytest.approx(1.5) and pairs.startswith("b200-hgx llama2-70b")
+
+
 def test_profiles_for_every_backend_and_round() -> None:
     from gpusim.validate.mlperf import software_for_round
     from gpusim.validate.silicon import row_software
