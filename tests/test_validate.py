@@ -150,7 +150,7 @@ def test_mlperf_validator_on_three_rows(tmp_path) -> None:
         {"round": "v6.1", "system": "mi", "accelerator": "AMD Instinct MI355X", "num_accelerators": 8,
          "benchmark": "llama2-70b-99.9", "scenario": "Offline", "value": 1e5, "unit": "tokens/s"},
     ]).to_csv(csv, index=False)
-    result = validate_mlperf(csv, samples=64)
+    result = validate_mlperf(csv, duration_s=30)
     rows = result["rows"]
     assert result["rows_supported"] == 1
     assert rows[0]["status"].startswith("ok")  # v6.1 runs with trtllm (test_calibrate checks the rule)
@@ -204,3 +204,15 @@ def test_four_bit_checkpoints_run_weight_only_on_hopper() -> None:
     assert any("W4A16" in n or "bf16 activations" in n for n in hopper.notes)
     blackwell = row_case({**row, "system": "b200_sxm"})
     assert (blackwell.deployment.weights, blackwell.deployment.activations) == ("fp4", "fp4")
+
+
+def test_mlperf_validator_searches_each_row_on_its_own_gpus_in_parallel(tmp_path) -> None:
+    csv = tmp_path / "published.csv"
+    pd.DataFrame([
+        {"round": "v6.1", "accelerator": "NVIDIA H100-SXM-80GB", "num_accelerators": n, "benchmark": "llama3.1-8b",
+         "scenario": "Offline", "value": 3000.0 * n, "unit": "tokens/s"} for n in (1, 2)
+    ]).to_csv(csv, index=False)
+    rows = validate_mlperf(csv, duration_s=20, workers=2)["rows"]
+    assert all(r["status"].startswith("ok") for r in rows)
+    one, two = rows[0]["predicted"], rows[1]["predicted"]
+    assert 1.6 < two / one < 2.4  # twice the GPUs, about twice the tokens/s

@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = vs.add_parser("mlperf", help="published MLPerf rows (mlperf_calibration.csv): predicted / published")
     m.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/mlperf_calibration.csv")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
+    m.add_argument("--duration", type=float, help="simulated seconds per run (default: the benchmark's minimum)")
     m.set_defaults(func=_cmd_mlperf)
 
 
@@ -61,6 +63,8 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
 def _cmd_mlperf(args: argparse.Namespace) -> int:
     from gpusim.validate.mlperf import format_mlperf, json_result, validate_mlperf
 
-    result = validate_mlperf(args.path)
+    if args.duration is not None and args.duration <= 0:
+        raise InputError("command line", "--duration", f"{args.duration} is not positive; valid: seconds > 0")
+    result = validate_mlperf(args.path, args.duration, max(1, args.workers))
     print(json.dumps(json_result(result)) if args.json else format_mlperf(result))
     return 0

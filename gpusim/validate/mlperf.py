@@ -9,28 +9,27 @@ Software: the `round` column selects the software profile by rule: `trtllm-<roun
 exists, else the newest TensorRT-LLM profile not newer than the round (v4.1 → `trtllm-v5.1`, the oldest
 one; v6.0/v6.1 → `trtllm`, the generation behind them); the status says when a round borrows a profile.
 
-Offline: the best (highest predicted value) of a documented small set of deployments:
-  1. the default deployment (gpusim/deploy.py: smallest power-of-two TP group with weights ≤ half HBM);
-  2. the same with twice the TP group (EP and batch limits scaled alike), when it fits the GPUs of the
-     row and the NVLink domain;
-  3. the same with half the TP group, when the weights still fit.
-Server and Interactive: the peak Poisson QPS whose run passes LoadGen's rules (`gpusim.search.peak_qps`)
-with deployment 1, reported in the row's unit from that run.
+Prediction: what a submitter does, the deployment search (`gpusim.search.search_deployments`, the same
+search `gpusim mlperf` runs) from the default deployment with the round's software, on exactly the row's
+GPUs (a slice of a system keeps to aggregated instances inside it). Offline: the highest throughput;
+Server and Interactive: the peak Poisson QPS whose run passes LoadGen's rules; the value is read in the
+row's unit from the winning run. Distinct (hardware, GPUs, benchmark, scenario, unit, software) keys
+run once each, `workers` at a time in separate processes.
 """
 
 from __future__ import annotations
 
 import re
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-import gpusim
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.build import prepare
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
-from gpusim.search import peak_qps
+from gpusim.search import search_deployments
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware, load_hardware
@@ -64,58 +63,40 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
-def candidate_deployments(hw: Hardware, benchmark: str, gpus: int, software: str) -> list[Deployment]:
-    """The documented Offline candidates (module docstring), each sized to exactly `gpus` GPUs."""
-    model = load_model(load_benchmark(benchmark).model)
-    base = default_deployment(hw, model)
-    out = []
-    for factor in (1.0, 2.0, 0.5):
-        tp = int(base.tp * factor)
-        if tp < 1 or tp > min(gpus, hw.domain_gpus) or (factor != 1.0 and tp == base.tp):
-            continue
-        scale = tp / base.tp
-        ep = max(1, int(base.ep * scale)) if model.moe is not None else 1
-        dep = base.model_copy(update={
-            "name": f"{base.name}x{factor:g}", "tp": tp, "ep": ep, "software": software,
-            "attention_dp": base.attention_dp and tp > 1, "instances": max(1, gpus // tp),
-            "max_batch_size": max(1, int(base.max_batch_size * scale)) if base.attention_dp else base.max_batch_size,
-            "max_num_tokens": max(1, int(base.max_num_tokens * scale)) if base.attention_dp else base.max_num_tokens,
-        })
-        out.append(Deployment.model_validate(dep.model_dump()))
-    return out
+def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> Deployment:
+    """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
+    dep = default_deployment(hw, load_model(load_benchmark(benchmark).model))
+    update: dict = {"software": software}
+    if gpus < hw.num_gpus:
+        update["instances"] = max(1, gpus // dep.gpus_per_instance)
+    return Deployment.model_validate(dep.model_copy(update=update).model_dump())
 
 
-def predict_offline(row: PublishedRow, software: str, samples: int | None = None) -> tuple[float, str]:
-    """Best Offline value over the candidates, and the name of the deployment that gave it."""
+def predict_row(row: PublishedRow, software: str, duration_s: float | None = None) -> tuple[float, str]:
+    """The searched best value of `row` in its unit, and the deployment that gave it."""
     hw = load_hardware(row.hardware, row.systems)
-    best: tuple[float, str] | None = None
-    errors = []
-    for dep in candidate_deployments(hw, row.benchmark, row.gpus, software):
-        try:
-            s = gpusim.run(row.hardware, row.benchmark, "offline", systems=row.systems, deployment=dep,
-                           samples=samples).summary
-        except InputError as exc:
-            errors.append(f"{dep.name}: {exc.message}")
-            continue
-        v = value_in_unit(s, row.unit, row.gpus)
-        if best is None or v > best[0]:
-            best = (v, dep.name)
-    if best is None:
-        raise RowUnsupported("no candidate deployment fits: " + "; ".join(errors))
-    return best
+    setup = prepare(row.hardware, row.benchmark, row.systems, base_deployment(hw, row.benchmark, row.gpus, software))
+    try:
+        found = search_deployments(setup, row.scenario, duration_s, gpus=row.gpus)
+    except InputError as exc:
+        raise RowUnsupported(exc.message) from None
+    best = found.best
+    return value_in_unit(best.trial.result.summary, row.unit, row.gpus), best.setup.deployment.name
 
 
-def predict_server(row: PublishedRow, software: str) -> tuple[float, str]:
-    """Peak valid Server/Interactive value of the default deployment, from `gpusim.search.peak_qps`."""
-    hw = load_hardware(row.hardware, row.systems)
-    dep = candidate_deployments(hw, row.benchmark, row.gpus, software)[0]
-    found = peak_qps(prepare(row.hardware, row.benchmark, row.systems, dep), row.scenario)
-    if found.search.peak <= 0:
-        raise RowUnsupported(f"no QPS of {dep.name} is VALID: {found.limit}")
-    return value_in_unit(found.trial.result.summary, row.unit, row.gpus), dep.name
+def _predict_key(args: tuple[PublishedRow, str, float | None]) -> tuple[float, str] | str:
+    """`predict_row`, or the reason the row is unsupported (for the process pool)."""
+    try:
+        return predict_row(*args)
+    except RowUnsupported as exc:
+        return str(exc)
 
 
-def validate_mlperf(path: Path, samples: int | None = None) -> dict:
+def _key(row: PublishedRow, software: str) -> tuple:
+    return row.hardware, row.systems, row.gpus, row.benchmark, row.scenario, row.unit, software
+
+
+def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 1) -> dict:
     """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions)."""
     try:
         table = pd.read_csv(path)
@@ -125,32 +106,37 @@ def validate_mlperf(path: Path, samples: int | None = None) -> dict:
     missing = sorted(need - set(table.columns))
     if missing:
         raise InputError(str(path), ", ".join(missing), "missing columns of a published-results CSV")
-    cache: dict[tuple, tuple[float, str] | str] = {}
-    rows = []
+    mapped: list[tuple[dict, PublishedRow | None, str, str]] = []
+    jobs: dict[tuple, tuple[PublishedRow, str, float | None]] = {}
     for r in table.to_dict("records"):
         out = {"system": str(r.get("system", "")), "benchmark": str(r["benchmark"]),
                "scenario": str(r["scenario"]), "predicted": None, "published": float(r["value"]),
                "ratio": None, "unit": str(r["unit"]), "round": str(r["round"])}
         try:
             row = map_row(r)
-            software, note = software_for_round(row.round)
-            key = (row.hardware, row.systems, row.gpus, row.benchmark, row.scenario, row.unit, software)
-            if key not in cache:
-                try:
-                    if row.scenario == "offline":
-                        cache[key] = predict_offline(row, software, samples)
-                    else:
-                        cache[key] = predict_server(row, software)
-                except RowUnsupported as exc:
-                    cache[key] = str(exc)
-            got = cache[key]
-            if isinstance(got, str):
-                raise RowUnsupported(got)
-            predicted, dep_name = got
-            out.update(predicted=predicted, ratio=predicted / row.value, hardware=row.hardware, gpus=row.gpus,
-                       deployment=dep_name, status="ok" + (f" ({note})" if note else ""))
         except RowUnsupported as exc:
             out["status"] = f"unsupported: {exc}"
+            mapped.append((out, None, "", ""))
+            continue
+        software, note = software_for_round(row.round)
+        jobs.setdefault(_key(row, software), (row, software, duration_s))
+        mapped.append((out, row, software, note))
+    keys = list(jobs)
+    if workers > 1 and len(keys) > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            got = dict(zip(keys, pool.map(_predict_key, [jobs[k] for k in keys]), strict=True))
+    else:
+        got = {k: _predict_key(jobs[k]) for k in keys}
+    rows = []
+    for out, row, software, note in mapped:
+        if row is not None:
+            res = got[_key(row, software)]
+            if isinstance(res, str):
+                out["status"] = f"unsupported: {res}"
+            else:
+                predicted, dep_name = res
+                out.update(predicted=predicted, ratio=predicted / row.value, hardware=row.hardware, gpus=row.gpus,
+                           deployment=dep_name, status="ok" + (f" ({note})" if note else ""))
         rows.append(out)
     ok = [r for r in rows if r["ratio"] is not None]
     mape = sum(abs(r["ratio"] - 1) for r in ok) / len(ok) if ok else None
@@ -182,5 +168,5 @@ def json_result(result: dict) -> dict:
             "rows_supported": result["rows_supported"]}
 
 
-__all__ = ["JSON_ROW_KEYS", "PublishedRow", "RowUnsupported", "candidate_deployments", "format_mlperf", "json_result",
-           "map_row", "predict_server", "software_for_round", "validate_mlperf", "value_in_unit"]
+__all__ = ["JSON_ROW_KEYS", "PublishedRow", "RowUnsupported", "base_deployment", "format_mlperf", "json_result",
+           "map_row", "predict_row", "software_for_round", "validate_mlperf", "value_in_unit"]
