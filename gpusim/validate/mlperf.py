@@ -74,10 +74,11 @@ def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> D
 
 def predict_row(row: PublishedRow, software: str, duration_s: float | None = None) -> tuple[float, str]:
     """The searched best value of `row` in its unit, and the deployment that gave it."""
-    hw = load_hardware(row.hardware, row.systems)
-    setup = prepare(row.hardware, row.benchmark, row.systems, base_deployment(hw, row.benchmark, row.gpus, software))
     try:
-        found = search_deployments(setup, row.scenario, duration_s, gpus=row.gpus)
+        hw = load_hardware(row.hardware, row.systems)
+        dep = base_deployment(hw, row.benchmark, row.gpus, software)
+        found = search_deployments(prepare(row.hardware, row.benchmark, row.systems, dep), row.scenario, duration_s,
+                                   gpus=row.gpus)
     except InputError as exc:
         raise RowUnsupported(exc.message) from None
     best = found.best
