@@ -111,3 +111,17 @@ def test_silicon_ci_gate(shared_dir) -> None:
     assert s["rows_predicted"] >= 0.7 * GATE_ROWS
     assert s["mape_ttft"] <= GATE_MAPE_TTFT, s["mape_ttft"]
     assert s["mape_tpot"] <= GATE_MAPE_TPOT, s["mape_tpot"]
+
+
+def test_reciprocal_constants_fit_in_their_linear_variable() -> None:
+    # Time = c / fraction: linear in u = 1 / fraction. Rows with c = 1, 2, 4 ms measured at fraction 0.25.
+    c = np.array([1.0, 2.0, 4.0])
+    name = "attention_prefill_flops_fraction"
+    u0, du = fit.to_fitted(name, 0.5), fit.FITTED[name]
+    base = {"ttft": c * u0, "tpot": np.ones(3)}
+    slopes = {name: {"ttft": c, "tpot": np.zeros(3)}}
+    got = fit.fit_surrogate(base, slopes, {"ttft": c * 4.0, "tpot": np.ones(3)}, {name: u0}, lower={name: 1.0})
+    assert fit.from_fitted(name, got[name]) == pytest.approx(0.25)
+    too_fast = fit.fit_surrogate(base, slopes, {"ttft": c * 0.5, "tpot": np.ones(3)}, {name: u0}, lower={name: 1.0})
+    assert too_fast[name] == pytest.approx(1.0)  # a fraction cannot exceed 1
+    assert du > 0

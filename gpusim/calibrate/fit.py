@@ -11,9 +11,10 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
-   the disaggregated KV handoff time and the host time per sequence, which only counts where a step is
-   host-bound, so its slope is a secant over the nudge). Their differences give each row's TTFT and TPOT slopes;
-   the per-request front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
+   the disaggregated KV handoff time, the host time per sequence, which only counts where a step is
+   host-bound, so its slope is a secant over the nudge, and the prefill-attention FLOPS fraction, fitted
+   as its reciprocal, in which attention time is linear). Their differences give each row's TTFT and
+   TPOT slopes; the per-request front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
    MAPE(TTFT) + MAPE(TPOT) are a weighted L1 regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
    (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.
@@ -63,8 +64,9 @@ def split_rows(rows: pd.DataFrame, holdout: float = HOLDOUT, seed: int = SEED) -
 
 
 def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.ndarray]],
-                  measured: dict[str, np.ndarray], theta0: dict[str, float]) -> dict[str, float]:
-    """Constants θ ≥ 0 minimising Σ_metrics MAPE under the linear surrogate
+                  measured: dict[str, np.ndarray], theta0: dict[str, float],
+                  lower: dict[str, float] | None = None) -> dict[str, float]:
+    """Constants θ ≥ `lower` (default 0) minimising Σ_metrics MAPE under the linear surrogate
     pred(θ) = base + Σₙ (θₙ − θ0ₙ) · slopesₙ (per metric, per row). That is a weighted L1 regression,
     solved exactly as a linear program: min Σ wᵢeᵢ with eᵢ ≥ ±(Jᵢθ − cᵢ), wᵢ = 1 / (measuredᵢ · rows)."""
     names = list(theta0)
@@ -75,7 +77,8 @@ def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.nd
     eye = sparse.identity(rows, format="csr")
     a_ub = sparse.bmat([[sparse.csr_matrix(jac), -eye], [sparse.csr_matrix(-jac), -eye]], format="csr")
     b_ub = np.concatenate([target, -target])
-    res = linprog(np.concatenate([np.zeros(k), weight]), A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    bounds = [((lower or {}).get(n, 0.0), None) for n in names] + [(0, None)] * rows
+    res = linprog(np.concatenate([np.zeros(k), weight]), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if not res.success:
         raise RuntimeError(f"calibration LP failed: {res.message}")
     return {n: float(res.x[i]) for i, n in enumerate(names)}
@@ -131,8 +134,22 @@ def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int 
             "mape_tpot": mape(pred.loc[ok, "predicted_tpot_ms"], r["silicon_tpot_ms"])}
 
 
-FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0}
-"""Engine constants fitted at request level, each with the step of its finite-difference slope."""
+FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0,
+          "attention_prefill_flops_fraction": 1.0}
+"""Engine constants fitted at request level, each with the step of its finite-difference slope (in the
+fitted variable: the reciprocal for `RECIPROCAL` constants)."""
+RECIPROCAL = frozenset({"attention_prefill_flops_fraction"})
+"""Efficiencies fitted as 1 / value, in which the time they govern is linear; 1 / value ≥ 1 keeps them ≤ 1."""
+
+
+def to_fitted(name: str, value: float) -> float:
+    """A constant's value in the variable the fit is linear in."""
+    return 1.0 / value if name in RECIPROCAL else value
+
+
+def from_fitted(name: str, x: float) -> float:
+    """Inverse of `to_fitted`."""
+    return 1.0 / x if name in RECIPROCAL else x
 
 
 def _ok(pred: pd.DataFrame) -> np.ndarray:
@@ -147,9 +164,9 @@ def _metrics(pred: pd.DataFrame, ok: np.ndarray) -> dict[str, np.ndarray]:
 def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.DataFrame],
                  theta0: dict[str, float]) -> tuple[dict[str, float], dict]:
     """(constants, fit errors): the `FITTED` engine constants and `request_overhead_ms`, fitted on the
-    training rows. `base` holds the engine's predictions at `theta0`, `nudged[n]` those with constant n
-    raised by `FITTED[n]`; their differences are the surrogate's slopes. The request overhead adds to
-    TTFT alone (front-end time before the engine), so its slope is exact."""
+    training rows. `base` holds the engine's predictions at the values `theta0`, `nudged[n]` those with
+    constant n's fitted variable (`to_fitted`) raised by `FITTED[n]`; their differences are the surrogate's
+    slopes. The request overhead adds to TTFT alone (front-end time before the engine), so its slope is exact."""
     ok = _ok(base)
     for pred in nudged.values():
         ok &= _ok(pred)
@@ -158,10 +175,12 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
     b = _metrics(base, ok)
     slopes = {n: {m: (v - b[m]) / FITTED[n] for m, v in _metrics(nudged[n], ok).items()} for n in FITTED}
     slopes["request_overhead_ms"] = {"ttft": np.ones(len(t)), "tpot": np.zeros(len(t))}
-    theta = fit_surrogate(b, slopes, measured, theta0)
-    pred = {m: b[m] + sum((theta[n] - theta0[n]) * slopes[n][m] for n in theta) for m in b}
-    return theta, {"rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
-                   "mape_tpot": mape(pred["tpot"], measured["tpot"])}
+    x0 = {n: to_fitted(n, v) for n, v in theta0.items()}
+    x = fit_surrogate(b, slopes, measured, x0, lower={n: 1.0 for n in RECIPROCAL})
+    pred = {m: b[m] + sum((x[n] - x0[n]) * slopes[n][m] for n in x) for m in b}
+    return {n: from_fitted(n, v) for n, v in x.items()}, {
+        "rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
+        "mape_tpot": mape(pred["tpot"], measured["tpot"])}
 
 
 # ---- the profile file ----------------------------------------------------------------------------------------
@@ -234,7 +253,8 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     pending = {"command": command, "date": "in progress"}
 
     def nudged(constant: str) -> pd.DataFrame:
-        write_profile(name, sw, arch_values, {constant: theta0[constant] + FITTED[constant]}, pending)
+        raised = from_fitted(constant, to_fitted(constant, theta0[constant]) + FITTED[constant])
+        write_profile(name, sw, arch_values, {constant: raised}, pending)
         return predict(train)
 
     write_profile(name, sw, arch_values, {}, pending)
