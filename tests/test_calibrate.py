@@ -120,8 +120,9 @@ def test_reciprocal_constants_fit_in_their_linear_variable() -> None:
     u0, du = fit.to_fitted(name, 0.5), fit.FITTED[name]
     base = {"ttft": c * u0, "tpot": np.ones(3)}
     slopes = {name: {"ttft": c, "tpot": np.zeros(3)}}
-    got = fit.fit_surrogate(base, slopes, {"ttft": c * 4.0, "tpot": np.ones(3)}, {name: u0}, lower={name: 1.0})
+    lower = {name: 1.0 / fit.RECIPROCAL[name]}
+    got = fit.fit_surrogate(base, slopes, {"ttft": c * 4.0, "tpot": np.ones(3)}, {name: u0}, lower=lower)
     assert fit.from_fitted(name, got[name]) == pytest.approx(0.25)
-    too_fast = fit.fit_surrogate(base, slopes, {"ttft": c * 0.5, "tpot": np.ones(3)}, {name: u0}, lower={name: 1.0})
-    assert too_fast[name] == pytest.approx(1.0)  # a fraction cannot exceed 1
+    too_fast = fit.fit_surrogate(base, slopes, {"ttft": c * 0.5, "tpot": np.ones(3)}, {name: u0}, lower=lower)
+    assert fit.from_fitted(name, too_fast[name]) == pytest.approx(0.75)  # capped at the best kernel's fraction
     assert du > 0
