@@ -13,9 +13,10 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
    the disaggregated KV handoff time, the host time per sequence, which only counts where a step is
    host-bound, so its slope is a secant over the nudge, and the prefill-attention FLOPS fraction, fitted
-   as its reciprocal, in which attention time is linear, below the best published kernel's 75%). Their differences give each row's TTFT and
-   TPOT slopes; the per-request front-end time adds to TTFT alone. Under that linear surrogate the constants minimising
-   MAPE(TTFT) + MAPE(TPOT) are a weighted L1 regression, solved exactly as a linear program.
+   as its reciprocal, in which attention time is linear, below the best published kernel's 75%). Their
+   differences give each row's TTFT and TPOT slopes; the per-request front-end time adds to TTFT alone.
+   Under that linear surrogate the constants minimising MAPE(TTFT) + MAPE(TPOT) are a weighted L1
+   regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
    (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.
 """
@@ -271,7 +272,8 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
 
 
 GENERATION_SCALED = ("hbm_bandwidth_fraction", "gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4",
-                     "attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction")
+                     "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
+                     "attention_decode_bandwidth_fraction")
 GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "step_overhead_us",
                         "layer_overhead_us", "host_seq_us")
 

@@ -35,7 +35,8 @@ CURRENT_TRTLLM = "1.3.0rc20"
 """AIC 0.12.0's `current` trtllm slot (systems/query_versions.yaml); other versions back-fill."""
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
-          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_bandwidth_fraction",
+          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
+          "attention_decode_bandwidth_fraction",
           "attention_kernel_us", "moe_efficiency", "moe_kernel_us", "allreduce_busbw_fraction",
           "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency", "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
@@ -44,7 +45,7 @@ BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "
           **{k: (0.0, 60.0) for k in _FIXED}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
 _ATTN = ("attention_prefill_flops_fraction", "attention_kernel_us")
-_DECODE = ("attention_decode_bandwidth_fraction", "attention_kernel_us")
+_DECODE = ("attention_decode_flops_fraction", "attention_decode_bandwidth_fraction", "attention_kernel_us")
 RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
@@ -138,7 +139,7 @@ def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.nda
 def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np.ndarray, dtypes: pd.Series,
                       mc: Machine, p: dict) -> np.ndarray:
     """step.py decode attention: max(KV·FLOPs / attention FLOPS, KV·bytes / attention bandwidth) + launch."""
-    t_c = kv * flops_per_kv / (mc.peak(dtypes) * p["attention_prefill_flops_fraction"])
+    t_c = kv * flops_per_kv / (mc.peak(dtypes) * p["attention_decode_flops_fraction"])
     t_m = kv * bytes_per_kv / (mc.hw.hbm_bandwidth * p["attention_decode_bandwidth_fraction"])
     return np.maximum(t_c, t_m) + p["attention_kernel_us"] * 1e-6
 

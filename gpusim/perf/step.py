@@ -115,7 +115,7 @@ class StepCostModel:
         p_attn = hardware.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
         bw_attn = hardware.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
         self._pair_s = a.prefill_flops_per_pair / p_attn
-        t_dec_c = a.decode_flops_per_kv / p_attn
+        t_dec_c = a.decode_flops_per_kv / (hardware.peak_flops(a.dtype) * sw.value("attention_decode_flops_fraction"))
         t_dec_m = a.decode_bytes_per_kv / bw_attn
         self._full_layers = a.full_layers
         self._sliding_layers = a.sliding_layers

@@ -30,6 +30,7 @@ DEFAULTS: dict[str, str | float] = {
     "layer_overhead_us": 0.0,
     "handoff_overhead_ms": 0.0,
     "host_seq_us": 0.0,
+    "attention_decode_flops_fraction": "attention_prefill_flops_fraction",
 }
 """Optional constants and what an absent one means: another constant's value, or a neutral number."""
 OPTIONAL = tuple(DEFAULTS)
@@ -53,7 +54,7 @@ CONSTANTS = (
 FRACTIONS = frozenset({
     "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
     "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
-    "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency",
+    "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "attention_decode_flops_fraction",
 })
 CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
@@ -72,7 +73,7 @@ class SoftwareProfile(BaseModel):
     gemm_m_half: Sourced
     """Tokens at which a GEMM reaches half of eff_max (small batches run below peak)."""
     attention_prefill_flops_fraction: Sourced
-    """Achievable fraction of peak FLOPS for attention math (prefill, and compute-bound MLA decode)."""
+    """Achievable fraction of peak FLOPS for prefill attention math."""
     attention_decode_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth when decode attention reads the KV cache."""
     allreduce_busbw_fraction: Sourced
@@ -113,6 +114,9 @@ class SoftwareProfile(BaseModel):
     layer_overhead_us: Sourced | None = None
     """Fixed time per transformer layer per step that serving does not hide (small kernels between the
     modelled ones, CUDA-graph gaps, synchronisation), µs; each step adds it once per layer to step_overhead_us."""
+    attention_decode_flops_fraction: Sourced | None = None
+    """Achievable fraction of peak FLOPS for decode attention math (compute-bound MLA decode, MTP verify);
+    the decode kernels differ from the prefill ones (FlashMLA decode against FlashAttention prefill)."""
     host_seq_us: Sourced | None = None
     """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
     It overlaps the GPU's step (overlap scheduler), so a step lasts max(GPU time, seqs · host_seq_us)."""
