@@ -205,7 +205,9 @@ class StepCostModel:
             s += self._decode_attention(b) + self._attn_launch
             if self._depth:
                 s += self._draft(b.decode_seqs)
-        return max(s, self._host_time(b.decode_seqs + b.prefill_seqs))
+        if self._host_seq:
+            return max(s, self._host_time(b.decode_seqs + b.prefill_seqs))
+        return s
 
     def _host_time(self, seqs: int) -> float:
         """Host work of a step: host_seq_us per sequence of the busiest attention-DP rank (one host each)."""
