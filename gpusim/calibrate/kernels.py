@@ -36,9 +36,9 @@ CURRENT_TRTLLM = "1.3.0rc20"
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
-          "attention_decode_bandwidth_fraction",
-          "attention_kernel_us", "moe_efficiency", "moe_kernel_us", "allreduce_busbw_fraction",
-          "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency", "alltoall_hop_latency_us")
+          "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_kernel_us",
+          "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
+          "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
 _FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "collective_kernel_us")
 BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),

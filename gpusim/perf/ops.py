@@ -265,9 +265,8 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
         e = moe.num_experts
         ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp))
         ie_gpu = moe.expert_intermediate_size * ep / tp
-        moe_gd, moe_ab = gd, ab
-        if moe.min_activations is not None and wider(dep.activations, moe.min_activations) != dep.activations:
-            moe_gd, moe_ab = wider(gd, moe.min_activations), DTYPE_BYTES[moe.min_activations]
+        moe_act = wider(dep.activations, moe.min_activations or dep.activations)
+        moe_gd, moe_ab = wider(dep.weights, moe_act), DTYPE_BYTES[moe_act]
         ops.append(MoEOp(
             "moe_experts", moe_layers, e, moe.top_k, e / ep,
             model.expert_params * wb * ep / tp, 2 * model.expert_params / tp,
