@@ -87,6 +87,14 @@ def test_a_stated_batch_below_the_concurrency_does_not_cap_the_engine() -> None:
     assert case.concurrency == 32 and case.deployment.max_batch_size == 32
 
 
+def test_a_concurrency_beyond_batch_times_gpus_is_not_one_engine() -> None:
+    row = {**AGG_DENSE, "id": "llama_h100_trtllm_agg_128x16_c416_tp2", "silicon_data_source": "silicon_concurrency=416",
+           "tp_size": 2, "batch_size": 13}
+    with pytest.raises(Unsupported, match="exceeds batch_size 13 × 2 GPUs"):
+        row_case(row)
+    assert row_case({**row, "batch_size": 208}).concurrency == 416  # the per-GPU convention still holds
+
+
 def test_disaggregated_row_with_empty_batch_and_workers() -> None:
     assert row_concurrency(DISAGG) == 6  # `_c6` in the id
     case = row_case(DISAGG)

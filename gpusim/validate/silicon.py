@@ -16,6 +16,8 @@ profile, a model YAML and a `Deployment`:
   (gpusim ep) and attention DP when `attention_dp_size > 1`; `batch_size` is per attention-DP rank.
   A batch below the concurrency does not cap the engine: some sources record `batch_size` as the
   concurrency per GPU (c224 on tp4 → 56), and a closed loop keeps every request in flight anyway.
+  A concurrency above even batch × GPUs (c416 with batch 13 on tp2) cannot be one engine's closed loop:
+  such an aggregated row is unsupported, with that reason.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
   counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
@@ -239,6 +241,10 @@ def row_case(row: Mapping) -> SiliconCase:
         par, more = _parallelism(row, "", concurrency, is_moe)
         notes += more
         gpus = par.gpus_per_instance
+        rank_batch = _num(row, "batch_size")
+        if rank_batch and concurrency > rank_batch * gpus:
+            raise Unsupported(f"concurrency {concurrency} exceeds batch_size {rank_batch:g} × {gpus} GPUs: the row "
+                              "spans more engines than its parallelism describes")
         dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
     hardware, systems = map_system(system, gpus) or profile
     return SiliconCase(hardware, systems, model_id, dep, concurrency, int(row["isl"]), int(row["osl"]),
