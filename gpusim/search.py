@@ -16,8 +16,10 @@ attention DP, weights precision, batch and token budgets; instances fill the har
 memory; an analytic screen (`expected_qps`, microseconds each) ranks them; the best budget variant of
 each of the top `screen` layouts gets a coarse peak search (bracket ±10%); the top `finalists` are
 refined to ±5%; the winner is bisected to `rel_tol` and confirmed at full duration. Candidates are
-ranked by the completed tokens/s at their peak. The deployment the search starts from (the default,
-or `--deployment`) is always simulated too, so the search never returns a worse one.
+ranked by the completed tokens/s at their peak. Offline has no rate to search: each of the top `screen`
+layouts runs its full-duration Offline run, and the highest tokens/s wins. The deployment the search
+starts from (the default, or `--deployment`) is always simulated too, so the search never returns a
+worse one.
 """
 
 from __future__ import annotations
@@ -139,9 +141,8 @@ def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
 
 def search_duration_s(bench: BenchmarkSpec, scenario: str, full_s: float, seed: int = 0,
                       latencies: float = 2.0) -> float:
-    """Arrival seconds of a bisection run: `latencies` × the longest valid mean latency, in [60 s, full]."""
-    if scenario not in rules.SERVER_LIKE:
-        return min(full_s, 2 * MIN_SEARCH_S)
+    """Arrival seconds of a Server-like bisection run: `latencies` × the longest valid mean latency, in
+    [60 s, full]."""
     limits = bench.limits(scenario)
     _, osl = _mean_lengths(bench, seed)
     return min(full_s, max(MIN_SEARCH_S, latencies * (limits.ttft_s + osl * limits.tpot_s)))
@@ -393,15 +394,15 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
         best = peak_qps(win.setup, scenario, full, seed, rel_tol, bracket=(win.peak.search.peak,
                         win.peak.search.lowest_invalid), log=log)
     else:
-        short = search_duration_s(base.bench, scenario, full, seed)
+        # Offline: each contender runs the full-duration run it would report. A shorter run issues too
+        # few samples to fill a large-batch layout before the queue drains, so it ranks those last.
         for r in shortlist:
-            t = trial(r.setup, scenario, None, short, seed)
-            r.peak = PeakResult(r.setup, t, PeakSearch(0.0, 0.0), None, False, 1)
-            log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({short:.0f} s run)")
+            t = trial(r.setup, scenario, None, duration_s, seed)
+            r.peak = PeakResult(r.setup, t, PeakSearch(0.0, 0.0), None, True, 1)
+            log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({full:.0f} s run)")
         shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
         win = shortlist[0]
-        t = trial(win.setup, scenario, None, duration_s, seed)
-        best = PeakResult(win.setup, t, PeakSearch(0.0, 0.0), None, True, 1)
+        best = win.peak
     win.peak = best
     return SearchResult(best, shortlist, len(est))
 

@@ -110,3 +110,11 @@ def test_search_candidates_run_with_the_starting_software_profile():
     base = SMALL.with_deployment(SMALL.deployment.model_copy(update={"software": "vllm"}))
     sr = search_deployments(base, "offline", duration_s=10.0, screen=1)
     assert {r.setup.deployment.software for r in sr.ranked} == {"vllm"}
+
+
+def test_offline_contenders_are_ranked_by_the_full_run_they_report():
+    sr = search_deployments(SMALL, "offline", duration_s=240.0, screen=2)  # longer than the old 120 s ranking runs
+    rates = [r.peak.trial.tokens_per_s for r in sr.ranked]
+    assert len(rates) >= 2 and rates == sorted(rates, reverse=True)
+    assert sr.best is sr.ranked[0].peak and sr.best.confirmed
+    assert all(r.peak.trial.checks.min_duration_s == 240.0 for r in sr.ranked)  # the reported run, not a shorter one
