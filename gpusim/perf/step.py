@@ -5,10 +5,11 @@ The time of one step of one instance is
     step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
 with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
-The host prepares the next step while the GPU runs this one (TensorRT-LLM's overlap scheduler, vLLM's
-async scheduling), so a step lasts max(that GPU time, sequences · host_seq_us), counting the busiest
-attention-DP rank's sequences (each rank has its own host process): light models at large batches
-become host-bound.
+plus sequences · host_seq_us, the per-sequence host work (sampling, response handling, bookkeeping)
+that the overlap scheduler does not hide, counted on the busiest attention-DP rank (each rank has its own
+host process). It adds to the GPU time: on the silicon sample's gpt-oss TP1/TP2/TP4 sweeps the time per
+step above the kernels grows by the same ~17 µs per sequence whatever the TP, which neither a GPU term
+(it would shrink with TP) nor a max(GPU, host) overlap (it would vanish at TP1) reproduces.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
 profile's `moe_efficiency`; every kernel carries its class's fixed time (GEMM, MoE, attention,
 collective), which replaces the bare `kernel_launch_us` where the profile sets one.
@@ -64,7 +65,7 @@ class StepBreakdown:
     memory_s: float
     communication_s: float
     overhead_s: float
-    """Kernel launches and the fixed per-step overhead."""
+    """Kernel launches, the fixed per-step overhead and the per-sequence host time."""
     by_op: dict[str, float]
 
 
@@ -206,7 +207,7 @@ class StepCostModel:
             if self._depth:
                 s += self._draft(b.decode_seqs)
         if self._host_seq:
-            return max(s, self._host_time(b.decode_seqs + b.prefill_seqs))
+            s += self._host_time(b.decode_seqs + b.prefill_seqs)
         return s
 
     def _host_time(self, seqs: int) -> float:
@@ -280,15 +281,15 @@ class StepCostModel:
             launches += launch
             by_op[name] = by_op.get(name, 0.0) + sec + launch
         by_op["step_overhead"] = self._step_overhead
-        host_wait = total - sum(by_op.values())
-        if host_wait > 1e-12:
-            by_op["host_wait"] = host_wait
+        host = self._host_time(b.decode_seqs + b.prefill_seqs)
+        if host:
+            by_op["host"] = host
         return StepBreakdown(
             total_s=total,
             compute_s=parts["compute"],
             memory_s=parts["memory"],
             communication_s=parts["communication"],
-            overhead_s=launches + self._step_overhead + max(0.0, host_wait),
+            overhead_s=launches + self._step_overhead + host,
             by_op=by_op,
         )
 

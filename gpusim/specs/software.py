@@ -119,7 +119,7 @@ class SoftwareProfile(BaseModel):
     the decode kernels differ from the prefill ones (FlashMLA decode against FlashAttention prefill)."""
     host_seq_us: Sourced | None = None
     """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
-    It overlaps the GPU's step (overlap scheduler), so a step lasts max(GPU time, seqs · host_seq_us)."""
+    The part the overlap scheduler does not hide: it adds seqs · host_seq_us to the step (busiest attention-DP rank)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None
