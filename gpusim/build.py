@@ -54,12 +54,17 @@ class Setup:
         sw = getattr(self.pools[0].cost, "software", None)
         return sw.value(name) * 1e-3 if sw is not None else 0.0
 
+    def frontend_s(self) -> float:
+        """Front-end seconds before a request reaches the engine: the profile's request overhead behind an
+        HTTP server, none for an in-process harness."""
+        return self.software_ms("request_overhead_ms") if self.deployment.frontend == "http" else 0.0
+
     def cluster(self, workload: Workload) -> Cluster:
         """A fresh simulated cluster of this setup, fed by `workload`."""
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
                        lambda tokens: self.model.kv_bytes(int(tokens), kvb),
-                       dispatch_overhead_s=self.software_ms("request_overhead_ms"),
+                       dispatch_overhead_s=self.frontend_s(),
                        handoff_overhead_s=self.software_ms("handoff_overhead_ms"))
 
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:

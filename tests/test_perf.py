@@ -228,23 +228,25 @@ def test_fixed_time_per_kernel_class() -> None:
     assert t1 - t0 == pytest.approx((LAYERS * (4 * 10 + 20) + 10) * 1e-6)
 
 
-def test_request_overhead_delays_every_first_token() -> None:
+def test_request_overhead_delays_every_first_token_behind_an_http_front_end() -> None:
     from gpusim.build import make_setup
     from gpusim.loadgen.scenarios import closed_loop
 
     hw = hardware(hbm_gib=80)
-    ttft = []
-    for ms in (0.0, 40.0):
+    ttft = {}
+    for frontend, ms in (("http", 0.0), ("http", 40.0), ("loadgen", 40.0)):
         sw = software().model_copy(update={"request_overhead_ms": S(ms)})
-        setup = make_setup(hw, None, dense_model(), Deployment(), "test")  # type: ignore[arg-type]
+        dep = Deployment(frontend=frontend)
+        setup = make_setup(hw, None, dense_model(), dep, "test")  # type: ignore[arg-type]
         pool = setup.pools[0]
-        cost = StepCostModel(hw, dense_model(), Deployment(), sw)
-        setup = setup.__class__(hw, None, dense_model(), Deployment(), (pool.__class__(
+        cost = StepCostModel(hw, dense_model(), dep, sw)
+        setup = setup.__class__(hw, None, dense_model(), dep, (pool.__class__(
             pool.role, cost, pool.kv_capacity_tokens, pool.deployment, pool.count),))  # type: ignore[arg-type]
         assert setup.software_ms("request_overhead_ms") == pytest.approx(ms * 1e-3)
         records, _, _ = setup.simulate(closed_loop(1, 64, 8, 3))
-        ttft.append((records["first_token_s"] - records["scheduled_s"]).to_numpy())
-    assert ttft[1] == pytest.approx(ttft[0] + 0.040)
+        ttft[frontend, ms] = (records["first_token_s"] - records["scheduled_s"]).to_numpy()
+    assert ttft["http", 40.0] == pytest.approx(ttft["http", 0.0] + 0.040)
+    assert ttft["loadgen", 40.0] == pytest.approx(ttft["http", 0.0])  # an in-process harness has no front end
 
 
 # ---- memory ----------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_host_work_adds_per_sequence_and_does_not_shrink_with_tp():
     hw, model = load_hardware("b200-hgx"), load_model("gpt-oss-120b")
     b = BatchShape(decode_seqs=256, decode_context=256 * 1500)
     for tp in (1, 4):
-        dep = Deployment(tp=tp, weights="fp4", activations="fp8")
+        dep = Deployment(tp=tp, weights="fp4", activations="fp8", frontend="http")
         gpu, host = StepCostModel(hw, model, dep, _with_host(0.0)), StepCostModel(hw, model, dep, _with_host(20.0))
         assert host.step_time(b) - gpu.step_time(b) == pytest.approx(256 * 20e-6)  # 5.1 ms at TP1 and TP4
         br = host.breakdown(b)
@@ -101,10 +101,20 @@ def test_host_work_adds_per_sequence_and_does_not_shrink_with_tp():
 
 
 def test_attention_dp_ranks_each_have_their_own_host():
-    dep = DEP.model_copy(update={"max_batch_size": 4096})
+    dep = DEP.model_copy(update={"max_batch_size": 4096, "frontend": "http"})
     gpu, host = StepCostModel(GB300, R1, dep, _with_host(0.0)), StepCostModel(GB300, R1, dep, _with_host(1000.0))
     b = BatchShape(decode_seqs=800, decode_context=800 * 2000)
     assert host.step_time(b) - gpu.step_time(b) == pytest.approx(100 * 1000e-6)  # 800 sequences over 8 ranks
+
+
+def test_an_in_process_harness_pays_no_front_end_time():
+    b = BatchShape(decode_seqs=256, decode_context=256 * 1500)
+    hw, model = load_hardware("b200-hgx"), load_model("gpt-oss-120b")
+    http = Deployment(weights="fp4", activations="fp8", frontend="http")
+    loadgen = http.model_copy(update={"frontend": "loadgen"})
+    sw = _with_host(20.0)
+    assert StepCostModel(hw, model, loadgen, sw).step_time(b) == pytest.approx(
+        StepCostModel(hw, model, http, sw).step_time(b) - 256 * 20e-6)
 
 
 def test_experts_with_an_activation_floor_compute_at_that_precision():

@@ -4,12 +4,13 @@ The time of one step of one instance is
 
     step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
-with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits.
-plus sequences · host_seq_us, the per-sequence host work (sampling, response handling, bookkeeping)
-that the overlap scheduler does not hide, counted on the busiest attention-DP rank (each rank has its own
-host process). It adds to the GPU time: on the silicon sample's gpt-oss TP1/TP2/TP4 sweeps the time per
-step above the kernels grows by the same ~17 µs per sequence whatever the TP, which neither a GPU term
-(it would shrink with TP) nor a max(GPU, host) overlap (it would vanish at TP1) reproduces.
+with T = prefill_tokens + decode_seqs and R = decode_seqs + prefill_seqs rows that produce logits;
+plus, behind an HTTP front end (`Deployment.frontend`), sequences · host_seq_us: the per-sequence host
+work (response handling, detokenisation, streaming) that the overlap scheduler does not hide, counted on
+the busiest attention-DP rank (each rank has its own host process). It adds to the GPU time: on the
+silicon sample's gpt-oss TP1/TP2/TP4 sweeps the step time above the kernels grows by the same time per
+sequence whatever the TP, which neither a GPU term (it would shrink with TP) nor a max(GPU, host)
+overlap (it would vanish at TP1) reproduces.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
 profile's `moe_efficiency`; every kernel carries its class's fixed time (GEMM, MoE, attention,
 collective), which replaces the bare `kernel_launch_us` where the profile sets one.
@@ -97,7 +98,7 @@ class StepCostModel:
         self._moe_launch = sw.value("moe_kernel_us") * 1e-6
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
         self._moe_eff = sw.value("moe_efficiency")
-        self._host_seq = sw.value("host_seq_us") * 1e-6
+        self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}

@@ -95,6 +95,11 @@ class Deployment(Parallelism):
     """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
     prefix_cache: bool = False
     """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
+    frontend: Literal["loadgen", "http"] = "loadgen"
+    """How requests reach the engine. `loadgen`: an in-process harness with pre-tokenised prompts, as
+    MLPerf submissions run. `http`: an OpenAI-compatible server and a streaming client, as the silicon
+    sample was measured; it adds the software profile's front-end constants, `request_overhead_ms` per
+    request and `host_seq_us` per sequence per step."""
 
     @model_validator(mode="after")
     def _roles_match_mode(self) -> Deployment:

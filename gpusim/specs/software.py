@@ -107,7 +107,8 @@ class SoftwareProfile(BaseModel):
     collective_kernel_us: Sourced | None = None
     """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
     request_overhead_ms: Sourced | None = None
-    """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms."""
+    """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms; paid
+    behind an HTTP front end (`Deployment.frontend`)."""
     handoff_overhead_ms: Sourced | None = None
     """Disaggregated serving: fixed time of a prefill → decode handoff beyond moving the KV bytes
     (transfer setup and completion polling, decode-side admission), ms."""
@@ -119,7 +120,8 @@ class SoftwareProfile(BaseModel):
     the decode kernels differ from the prefill ones (FlashMLA decode against FlashAttention prefill)."""
     host_seq_us: Sourced | None = None
     """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
-    The part the overlap scheduler does not hide: it adds seqs · host_seq_us to the step (busiest attention-DP rank)."""
+    The part the overlap scheduler does not hide: behind an HTTP front end (`Deployment.frontend`) it adds
+    seqs · host_seq_us to the step (busiest attention-DP rank)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     source: str | None = None

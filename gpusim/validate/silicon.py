@@ -215,7 +215,7 @@ def row_case(row: Mapping) -> SiliconCase:
     elif weights == "fp4" and acts == "bf16":
         notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
     common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
-              "software": software}
+              "software": software, "frontend": "http"}
     is_moe = model.moe is not None
     if str(row.get("mode")) == "disagg":
         pools, gpus = {}, 0
