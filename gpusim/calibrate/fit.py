@@ -11,8 +11,9 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
-   the disaggregated KV handoff time, the host time per sequence, and the prefill-attention FLOPS fraction, fitted
-   as its reciprocal, in which attention time is linear, below the best published kernel's 75%). Their
+   the disaggregated KV handoff time, the host time per sequence, and the prefill-attention FLOPS
+   fraction, fitted as its reciprocal, in which attention time is linear, below the best published
+   kernel's 75%). Their
    differences give each row's TTFT and TPOT slopes; the per-request front-end time adds to TTFT alone.
    Under that linear surrogate the constants minimising MAPE(TTFT) + MAPE(TPOT) are a weighted L1
    regression, solved exactly as a linear program.
