@@ -13,8 +13,8 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
    the disaggregated KV handoff time, the host time per sequence, and the prefill-attention FLOPS
    fraction, fitted as its reciprocal, in which attention time is linear, below the best published
-   kernel's 75%). Their
-   differences give each row's TTFT and TPOT slopes; the per-request front-end time adds to TTFT alone.
+   kernel's 75%). Their differences give each row's TTFT and TPOT slopes; the per-request front-end
+   time adds to TTFT alone.
    Under that linear surrogate the constants minimising MAPE(TTFT) + MAPE(TPOT) are a weighted L1
    regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
