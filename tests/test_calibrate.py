@@ -60,6 +60,10 @@ def test_write_profile_round_trips_with_overrides_and_calibration(tmp_path) -> N
     assert prof.for_architecture("hopper").gemm_efficiency("fp8") == 0.45
     assert "gemm_kernel_us" not in prof.overrides["hopper"]  # equal to the base: not repeated
     assert prof.calibration["fit"]["mape_tpot"] == 0.123
+    later = fit.calibration_block("gpusim calibrate --profile y --no-ops", "synthetic", {}, {})
+    again = fit.write_profile("y", prof, arch, {}, later, tmp_path / "y.yaml")  # overrides kept, not re-fitted
+    kept = SoftwareProfile.model_validate(yaml.safe_load(again.read_text())).overrides["hopper"]["gemm_efficiency_fp8"]
+    assert kept.source == prof.overrides["hopper"]["gemm_efficiency_fp8"].source
 
 
 def test_generation_ratio_from_a_synthetic_mlperf_file(tmp_path) -> None:

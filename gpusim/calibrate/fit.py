@@ -188,7 +188,8 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
 # ---- the profile file ----------------------------------------------------------------------------------------
 def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
                   request_values: dict[str, float], calibration: dict, path: Path | None = None) -> Path:
-    """Write hardware_profiles/software/<name>.yaml: `base` with the fitted constants and a calibration block."""
+    """Write hardware_profiles/software/<name>.yaml: `base` with the fitted constants and a calibration block.
+    An override `base` already has keeps its source where its value is unchanged."""
     src = f"fitted by `{calibration['command']}` on {calibration['date']}"
     prof = with_values(base, {**arch_values.get(BASE_ARCH, {}), **request_values}, src)
     data = prof.model_dump(exclude_none=True, exclude={"overrides", "calibration"})
@@ -197,8 +198,10 @@ def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[
     for arch, vals in sorted(arch_values.items()):
         if arch == BASE_ARCH:
             continue
-        diff = {k: {"value": round(v, 4), "source": src, "grade": "D"} for k, v in vals.items()
-                if not math.isclose(round(v, 4), prof.value(k))}
+        kept = base.overrides.get(arch, {})
+        diff = {k: (kept[k].model_dump(exclude_none=True) if k in kept and math.isclose(kept[k].value, round(v, 4))
+                    else {"value": round(v, 4), "source": src, "grade": "D"})
+                for k, v in vals.items() if not math.isclose(round(v, 4), prof.value(k))}
         if diff:
             over[arch] = diff
     data["overrides"] = over
