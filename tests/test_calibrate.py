@@ -79,6 +79,23 @@ def test_generation_ratio_from_a_synthetic_mlperf_file(tmp_path) -> None:
         fit.generation_ratio(csv, "v4.0")
 
 
+def test_derived_generation_scales_kernels_and_keeps_other_overrides(tmp_path) -> None:
+    from gpusim.specs.sourced import Sourced
+
+    csv = tmp_path / "mlperf.csv"
+    pd.DataFrame({"round": ["v5.1", "v6.1"], "accelerator": ["X", "X"], "num_accelerators": [8, 8],
+                  "benchmark": ["m", "m"], "scenario": ["Offline"] * 2, "value": [100.0, 200.0],
+                  "unit": ["tokens/s"] * 2}).to_csv(csv, index=False)
+    newer = load_software("trtllm").model_copy(update={"overrides": {
+        "blackwell": {"moe_efficiency_fp4": Sourced(value=0.3, source="table fit", grade="B")}}})
+    fit.derive_generation("old", newer, csv, "v5.1", "cmd", tmp_path / "old.yaml")
+    old = SoftwareProfile.model_validate(yaml.safe_load((tmp_path / "old.yaml").read_text()))
+    bw = old.for_architecture("blackwell")
+    assert bw.gemm_efficiency("fp4") == pytest.approx(newer.gemm_efficiency("fp4") / 2, abs=1e-4)
+    assert bw.value("moe_efficiency_fp4") == 0.3  # relative to the GEMM efficiency: not scaled again
+    assert old.overrides["blackwell"]["moe_efficiency_fp4"].source == "table fit"
+
+
 def test_generation_ratio_pairs_two_spellings_of_one_gpu(tmp_path) -> None:
     csv = tmp_path / "mlperf.csv"
     pd.DataFrame({

@@ -29,6 +29,31 @@ def test_gemm_formula_matches_roofline() -> None:
         assert t == pytest.approx(want)
 
 
+@pytest.mark.parametrize(("model", "tp", "weights", "compute"), [("gpt-oss-120b", 1, "fp4", "fp8"),
+                                                              ("deepseek-r1", 8, "fp4", "fp4")])
+def test_moe_formula_matches_the_step_model(model, tp, weights, compute) -> None:
+    """The vectorised MoE row (weights and math precisions apart, e.g. MXFP4 x MXFP8) equals the step
+    model's moe_experts op for the same tokens, shape and expert TP."""
+    from gpusim.perf.step import BatchShape, StepCostModel
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+
+    hw, sw, p = _setup()
+    spec = load_model(model)
+    moe = spec.moe
+    dep = Deployment(tp=tp, weights="fp4", activations="fp4")
+    cm = StepCostModel(hw, spec, dep, sw)
+    tokens = [16, 4096]
+    df = pd.DataFrame({"num_tokens": tokens, "hidden_size": spec.hidden_size,
+                       "inter_size": moe.expert_intermediate_size, "topk": moe.top_k,
+                       "num_experts": moe.num_experts, "moe_tp_size": tp, "moe_ep_size": 1,
+                       "dtype": compute, "weight_dtype": weights})
+    got = kernels._predict_moe(df, kernels.Machine(hw), p, sw.moe_imbalance.value)
+    for t, row in zip(tokens, got, strict=True):
+        step = cm.breakdown(BatchShape(prefill_tokens=t)).by_op["moe_experts"]
+        assert step == pytest.approx(spec.num_moe_layers * row)
+
+
 def test_allreduce_formula_matches_collectives() -> None:
     from gpusim.perf.collectives import allreduce_time
 
@@ -48,6 +73,8 @@ def test_kernel_tables_load_and_compare() -> None:
         pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
     hw, sw, p = _setup()
     tables = kernels.load_tables(data, "gb300", max_rows=50)
-    assert {"gemm_bf16", "gemm_fp8", "context_attention", "generation_attention", "moe", "allreduce"} <= set(tables)
+    assert {"gemm_bf16", "gemm_fp8", "context_attention", "generation_attention", "moe_fp8", "moe_fp4",
+            "allreduce"} <= set(tables)
+    assert (tables["moe_fp4"]["moe_ep_size"] == 1).all()
     errors = kernels.family_errors(tables, kernels.predict(tables, hw, sw, p))
     assert all(e["rows"] > 0 and e["mape"] >= 0 for e in errors.values())

@@ -217,6 +217,24 @@ def test_gemm_efficiency_per_compute_dtype() -> None:
     assert bf16.software.gemm_efficiency("bf16") == 0.5  # bf16 GEMMs keep gemm_efficiency_max
 
 
+def test_grouped_moe_efficiency_per_compute_dtype() -> None:
+    """Compute-bound MoE experts at FP8 run at gemm eff · moe_efficiency_fp8 (hand-computed roofline);
+    FP4 experts take moe_efficiency_fp4 and fall back to moe_efficiency where it is absent."""
+    hw = hardware({"bf16": 100, "fp8": 200, "fp4": 400}, arch="blackwell")
+    t = 65536
+    b = BatchShape(prefill_tokens=t)
+    sw = software().model_copy(update={"moe_efficiency": S(0.8), "moe_efficiency_fp8": S(0.25)})
+    fp8 = StepCostModel(hw, moe_model(), Deployment(), sw).breakdown(b).by_op["moe_experts"]
+    m = t * 2 / 8  # tokens per expert (all 8 hit)
+    eff = 0.5 * 0.25 * m / (m + 10)
+    assert fp8 == pytest.approx(LAYERS * t * 2 * 2 * 3 * H * 512 / (200e12 * eff))
+    dep4 = Deployment(weights="fp4", activations="fp4")
+    fp4 = StepCostModel(hw, moe_model(), dep4, sw).breakdown(b).by_op["moe_experts"]
+    assert fp4 == pytest.approx(fp8 * (200e12 * 0.25) / (400e12 * 0.8))  # moe_efficiency_fp4 absent: 0.8
+    sw4 = sw.model_copy(update={"moe_efficiency_fp4": S(0.4)})
+    assert StepCostModel(hw, moe_model(), dep4, sw4).breakdown(b).by_op["moe_experts"] == pytest.approx(2 * fp4)
+
+
 def test_fixed_time_per_kernel_class() -> None:
     """gemm_kernel_us replaces the launch time of GEMM kernels, attention_kernel_us of attention kernels."""
     b = BatchShape(decode_seqs=1, decode_context=10)

@@ -44,8 +44,8 @@ BASE_ARCH = "blackwell_ultra"
 STAGES: tuple[tuple[str, ...], ...] = (
     ("gemm_bf16",),
     ("gemm_fp8", "gemm_fp4"),
-    ("context_attention", "mla_context", "generation_attention", "mla_generation", "moe", "allreduce",
-     "alltoall"),
+    ("context_attention", "mla_context", "generation_attention", "mla_generation", "moe_bf16", "moe_fp8",
+     "moe_fp4", "allreduce", "alltoall"),
 )
 """Families fitted in order; each stage starts from the medians of the stages before."""
 
@@ -306,7 +306,8 @@ def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
     return float(np.exp(np.mean(np.log(ratios)))), "; ".join(pairs)
 
 
-def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round: str, command: str) -> dict:
+def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round: str, command: str,
+                      path: Path | None = None) -> dict:
     """An older generation of `newer`: kernel efficiencies divided and fixed times multiplied by the MLPerf
     Offline per-GPU ratio between the rounds on the same hardware (grade D: one speed factor for all kernels)."""
     ratio, pairs = generation_ratio(mlperf, old_round)
@@ -316,11 +317,12 @@ def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round
         return {**out, **{k: sw.value(k) * ratio for k in GENERATION_STRETCHED}}
 
     archs = {BASE_ARCH, *newer.overrides}
-    arch_values = {a: scaled(newer.for_architecture(a)) for a in archs}
+    arch_values = {a: {**{k: c.value for k, c in newer.overrides.get(a, {}).items()},
+                      **scaled(newer.for_architecture(a))} for a in archs}  # other overrides kept as they are
     data = f"{mlperf.name}: Offline per-GPU ratio newest round / {old_round} = {ratio:.3f} ({pairs})"
     block = calibration_block(command, data, {"speed_ratio": ratio}, {})
     base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)"})
-    write_profile(name, base, arch_values, {}, block)
+    write_profile(name, base, arch_values, {}, block, path)
     return block
 
 

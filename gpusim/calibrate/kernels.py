@@ -36,7 +36,8 @@ CURRENT_TRTLLM = "1.3.0rc20"
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
-          "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_kernel_us",
+          "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
+          "moe_efficiency_fp4", "moe_kernel_us",
           "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
           "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
@@ -50,7 +51,9 @@ RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
     "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
-    "moe": ("moe_efficiency", "moe_kernel_us"),
+    "moe_bf16": ("moe_efficiency", "moe_kernel_us"),
+    "moe_fp8": ("moe_efficiency_fp8", "moe_kernel_us"),
+    "moe_fp4": ("moe_efficiency_fp4", "moe_kernel_us"),
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
     "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
@@ -61,6 +64,10 @@ GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 f
 peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
 
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
+_MOE_WEIGHTS = {**_DTYPE, "w4a8_mxfp4_mxfp8": "fp4"}
+_MOE_COMPUTE = {**_DTYPE, "w4a8_mxfp4_mxfp8": "fp8"}
+"""MoE quantisation → (weight, compute) precision: MXFP4 experts with MXFP8 activations compute at FP8
+(ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes)."""
 # DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
 _MLA_QK_NOPE, _MLA_ROPE, _MLA_V, _MLA_LORA = 128, 64, 128, 512
 
@@ -106,7 +113,7 @@ def _eff_max(dtypes: pd.Series, p: dict) -> np.ndarray:
     return dtypes.map(lambda d: p[names[d]]).to_numpy(float)
 
 
-def _gemm_eff(m: np.ndarray, p: dict, dtypes: pd.Series, scale: float = 1.0) -> np.ndarray:
+def _gemm_eff(m: np.ndarray, p: dict, dtypes: pd.Series, scale: float | np.ndarray = 1.0) -> np.ndarray:
     """roofline.gemm_efficiency: eff_max(dtype) · scale · m / (m + m_half)."""
     return _eff_max(dtypes, p) * scale * m / (m + p["gemm_m_half"])
 
@@ -171,21 +178,25 @@ def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarra
 
 
 def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np.ndarray:
-    """ops.MoEOp on a group of tp = moe_tp·moe_ep GPUs: distinct experts hit, busiest-rank load, 2 kernels."""
+    """ops.MoEOp on a group of tp = moe_tp·moe_ep GPUs: distinct experts hit, busiest-rank load, 2 kernels;
+    weights at `weight_dtype`, activations and math at `dtype`, grouped-GEMM efficiency of that dtype."""
     t = df["num_tokens"].to_numpy(float)
     h, inter = df["hidden_size"].to_numpy(float), df["inter_size"].to_numpy(float)
     k, e = df["topk"].to_numpy(float), df["num_experts"].to_numpy(float)
     ep = df["moe_ep_size"].to_numpy(float)
     tp = df["moe_tp_size"].to_numpy(float) * ep
-    wb = df["dtype"].map(DTYPE_BYTES).to_numpy()
+    wb = df["weight_dtype"].map(DTYPE_BYTES).to_numpy()
+    ab = df["dtype"].map(DTYPE_BYTES).to_numpy()
     params = 3 * h * inter
     load = np.where(ep > 1, imbalance, 1.0)
     hit = 1 - (1 - k / e) ** t
-    bytes_ = (e / ep) * hit * params * wb * ep / tp + (t * k / ep * load) * (h * (wb + 2) + 2 * inter * ep / tp * wb)
+    bytes_ = (e / ep) * hit * params * wb * ep / tp + (t * k / ep * load) * (h * (ab + 2) + 2 * inter * ep / tp * ab)
     flops = t * k * 2 * params / tp * load
     m = t * k / (e * hit)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], p["moe_efficiency"]),
+    names = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
+    grouped = df["dtype"].map(lambda d: p[names[d]]).to_numpy(float)
+    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], grouped),
                      p["moe_kernel_us"] * 1e-6, 2)
 
 
@@ -239,7 +250,19 @@ def _prep_mla(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _prep_moe(df: pd.DataFrame) -> pd.DataFrame:
-    return _dtypes(df[df["distribution"] == "power_law_1.01"], "moe_dtype")
+    """Balanced routing on one expert-parallel rank (moe_ep_size 1), one family per compute precision;
+    gated (SwiGLU) experts, as ops.py models them, and per shape the fastest kernel the tables measured
+    (an engine's autotuner picks it, e.g. TRTLLM-gen over CUTLASS for NVFP4 on Blackwell).
+    The collector feeds a rank every token of the step, so its EP > 1 rows also carry the routing of
+    tokens a dispatching (all-to-all) deployment never sends there; EP enters gpusim through its
+    all-to-all and imbalance terms instead."""
+    df = df[(df["distribution"] == "balanced") & (df["moe_ep_size"] == 1)
+            & ~df["kernel_source"].str.endswith("nongated")]
+    shape = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    df = df.loc[df.groupby(shape)["latency"].idxmin()]
+    df = df.assign(dtype=df["moe_dtype"].map(_MOE_COMPUTE), weight_dtype=df["moe_dtype"].map(_MOE_WEIGHTS))
+    df = df[df["dtype"].notna()]
+    return df.assign(family="moe_" + df["dtype"])
 
 
 def _prep_a2a(df: pd.DataFrame) -> pd.DataFrame:

@@ -22,6 +22,8 @@ DEFAULTS: dict[str, str | float] = {
     "gemm_efficiency_fp8": "gemm_efficiency_max",
     "gemm_efficiency_fp4": "gemm_efficiency_max",
     "moe_efficiency": 1.0,
+    "moe_efficiency_fp8": "moe_efficiency",
+    "moe_efficiency_fp4": "moe_efficiency",
     "gemm_kernel_us": "kernel_launch_us",
     "attention_kernel_us": "kernel_launch_us",
     "moe_kernel_us": "kernel_launch_us",
@@ -54,7 +56,8 @@ CONSTANTS = (
 FRACTIONS = frozenset({
     "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
     "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
-    "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "attention_decode_flops_fraction",
+    "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "moe_efficiency_fp8", "moe_efficiency_fp4",
+    "attention_decode_flops_fraction",
 })
 CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
@@ -97,7 +100,12 @@ class SoftwareProfile(BaseModel):
     gemm_efficiency_fp4: Sourced | None = None
     """eff_max of NVFP4 GEMMs."""
     moe_efficiency: Sourced | None = None
-    """Fraction of the GEMM efficiency that grouped MoE expert GEMMs reach (routing, permutes, small groups)."""
+    """Fraction of the GEMM efficiency that grouped MoE expert GEMMs reach (routing, permutes, small groups);
+    BF16 experts, and FP8/FP4 ones where their own constant is absent."""
+    moe_efficiency_fp8: Sourced | None = None
+    """The same for experts computing at FP8 (block-scaled FP8, MXFP4 weights with MXFP8 activations)."""
+    moe_efficiency_fp4: Sourced | None = None
+    """The same for NVFP4 experts (FP4 weights and activations)."""
     gemm_kernel_us: Sourced | None = None
     """Fixed time per dense GEMM kernel (launch, prologue, tail wave), µs; replaces kernel_launch_us there."""
     attention_kernel_us: Sourced | None = None
@@ -154,9 +162,11 @@ class SoftwareProfile(BaseModel):
         d = DEFAULTS[name]
         return self.value(d) if isinstance(d, str) else float(d)
 
-    def gemm_efficiency(self, dtype: str) -> float:
-        """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4)."""
-        return self.value("gemm_efficiency_max" if dtype == "bf16" else f"gemm_efficiency_{dtype}")
+    def gemm_efficiency(self, dtype: str, grouped: bool = False) -> float:
+        """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4); `grouped`: of MoE expert GEMMs."""
+        suffix = "" if dtype == "bf16" else f"_{dtype}"
+        eff = self.value("gemm_efficiency_max" if dtype == "bf16" else f"gemm_efficiency_{dtype}")
+        return eff * self.value(f"moe_efficiency{suffix}") if grouped else eff
 
     def for_architecture(self, architecture: str) -> SoftwareProfile:
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
