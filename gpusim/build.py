@@ -76,7 +76,10 @@ class Setup:
 
 
 def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str) -> Setup:
-    """Check `dep` against the hardware and model and build its pools."""
+    """Check `dep` against the hardware and model and build its pools (an unset front end is the
+    benchmark's)."""
+    if dep.frontend is None:
+        dep = dep.model_copy(update={"frontend": bench.frontend})
     check_deployment(hw, model, dep, source)
     pools = tuple(
         Pool(role, StepCostModel(hw, model, d), plan_memory(hw, model, d).kv_capacity_tokens, d, count)

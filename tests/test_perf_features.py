@@ -117,6 +117,22 @@ def test_an_in_process_harness_pays_no_front_end_time():
         StepCostModel(hw, model, http, sw).step_time(b) - 256 * 20e-6)
 
 
+def test_an_unset_front_end_is_the_benchmarks():
+    """DeepSeek-R1 is served through HTTP endpoints by its submissions, Llama 2 70B in process; a
+    deployment that names its front end keeps it."""
+    from gpusim.build import prepare
+
+    assert prepare("b300-hgx", "deepseek-r1").deployment.frontend == "http"
+    assert prepare("b300-hgx", "llama2-70b").deployment.frontend == "loadgen"
+    own = Deployment(tp=8, ep=8, attention_dp=True, weights="fp4", activations="fp4", frontend="loadgen")
+    setup = prepare("b300-hgx", "deepseek-r1", deployment=own)
+    assert setup.deployment.frontend == "loadgen" and setup.pools[0].deployment.frontend == "loadgen"
+    http = prepare("b300-hgx", "deepseek-r1", deployment=own.model_copy(update={"frontend": None}))
+    b = BatchShape(decode_seqs=800, decode_context=800 * 2000)
+    host = http.pools[0].cost.software.value("host_seq_us") * 1e-6
+    assert http.pools[0].cost.step_time(b) - setup.pools[0].cost.step_time(b) == pytest.approx(100 * host)
+
+
 def test_experts_with_an_activation_floor_compute_at_that_precision():
     from gpusim.perf.ops import build_ops
 

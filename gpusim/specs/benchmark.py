@@ -67,6 +67,10 @@ class BenchmarkSpec(_Spec):
     min_duration_s: float = 600.0
     mtp_allowed_in: list[str] = []
     """Scenarios in which speculative decoding / MTP is allowed by the rules."""
+    frontend: Literal["loadgen", "http"] = "loadgen"
+    """How the submissions serve it: LoadGen in process with the engine, or LoadGen driving HTTP serving
+    endpoints; a deployment that does not set `frontend` runs this way."""
+    frontend_source: str | None = None
     source: str
 
     def limits(self, scenario: str) -> LatencyLimits | None:

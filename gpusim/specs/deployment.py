@@ -95,11 +95,12 @@ class Deployment(Parallelism):
     """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
     prefix_cache: bool = False
     """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
-    frontend: Literal["loadgen", "http"] = "loadgen"
-    """How requests reach the engine. `loadgen`: an in-process harness with pre-tokenised prompts, as
-    MLPerf submissions run. `http`: an OpenAI-compatible server and a streaming client, as the silicon
-    sample was measured; it adds the software profile's front-end constants, `request_overhead_ms` per
-    request and `host_seq_us` per sequence per step."""
+    frontend: Literal["loadgen", "http"] | None = None
+    """How requests reach the engine. `loadgen`: an in-process harness with pre-tokenised prompts. `http`:
+    an OpenAI-compatible server and a streaming client, as the silicon sample was measured and as MLPerf
+    v6 submissions serve DeepSeek-R1 and GPT-OSS (LoadGen drives HTTP endpoints); it adds the software
+    profile's front-end constants, `request_overhead_ms` per request and `host_seq_us` per sequence per
+    step. Unset: the benchmark's `frontend` (how its submissions serve it)."""
 
     @model_validator(mode="after")
     def _roles_match_mode(self) -> Deployment:
