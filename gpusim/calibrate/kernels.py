@@ -107,10 +107,18 @@ def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float
     return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
 
 
+_GEMM_EFF = {"bf16": "gemm_efficiency_max", "fp8": "gemm_efficiency_fp8", "fp4": "gemm_efficiency_fp4"}
+_MOE_EFF = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
+
+
+def _per_dtype(dtypes: pd.Series, p: dict, names: dict[str, str]) -> np.ndarray:
+    """The constant `names[dtype]` of each row's compute precision."""
+    return dtypes.map(lambda d: p[names[d]]).to_numpy(float)
+
+
 def _eff_max(dtypes: pd.Series, p: dict) -> np.ndarray:
     """SoftwareProfile.gemm_efficiency per row: eff_max of the row's compute precision."""
-    names = {"bf16": "gemm_efficiency_max", "fp8": "gemm_efficiency_fp8", "fp4": "gemm_efficiency_fp4"}
-    return dtypes.map(lambda d: p[names[d]]).to_numpy(float)
+    return _per_dtype(dtypes, p, _GEMM_EFF)
 
 
 def _gemm_eff(m: np.ndarray, p: dict, dtypes: pd.Series, scale: float | np.ndarray = 1.0) -> np.ndarray:
@@ -194,8 +202,7 @@ def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np
     flops = t * k * 2 * params / tp * load
     m = t * k / (e * hit)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    names = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
-    grouped = df["dtype"].map(lambda d: p[names[d]]).to_numpy(float)
+    grouped = _per_dtype(df["dtype"], p, _MOE_EFF)
     return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], grouped),
                      p["moe_kernel_us"] * 1e-6, 2)
 
