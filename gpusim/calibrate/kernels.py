@@ -64,10 +64,12 @@ GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 f
 peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
 
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
-_MOE_WEIGHTS = {**_DTYPE, "w4a8_mxfp4_mxfp8": "fp4"}
-_MOE_COMPUTE = {**_DTYPE, "w4a8_mxfp4_mxfp8": "fp8"}
+_MOE_WEIGHTS = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4"}
+_MOE_COMPUTE = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp8"}
 """MoE quantisation → (weight, compute) precision: MXFP4 experts with MXFP8 activations compute at FP8
-(ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes)."""
+(ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes).
+Block-scaled FP8 (`fp8_block`, 128x128 scales: DeepGEMM on Hopper runs it at about 0.6 of per-tensor
+FP8) is not a gpusim precision, so its rows are left out: gpusim's `fp8` is per-tensor FP8."""
 # DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
 _MLA_QK_NOPE, _MLA_ROPE, _MLA_V, _MLA_LORA = 128, 64, 128, 512
 
