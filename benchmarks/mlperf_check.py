@@ -3,8 +3,10 @@
     python benchmarks/mlperf_check.py [--round v6.1] [--max-gpus 8]
 
 For each published Offline row whose hardware and benchmark gpusim models, the default deployment runs
-on exactly that many GPUs and the predicted tokens/s/GPU is printed beside the published one. This is a
-sanity check (the spine's factor-of-two bar), not the calibration, which a later command does.
+on exactly that many GPUs, in process (`frontend: loadgen`: the cost model alone, without the serving
+front end some benchmarks' submissions use), and the predicted tokens/s/GPU is printed beside the
+published one. This is a sanity check (the spine's factor-of-two bar); `gpusim validate mlperf` predicts
+each row the way its submitters run it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def predict_offline(hardware: str, systems: int, gpus: int, benchmark: str) -> f
     """Predicted Offline tokens/s/GPU of the default deployment on `gpus` GPUs."""
     hw = load_hardware(hardware, systems)
     dep = default_deployment(hw, load_model(load_benchmark(benchmark).model))
-    dep = dep.model_copy(update={"instances": max(1, gpus // dep.gpus_per_instance)})
+    dep = dep.model_copy(update={"instances": max(1, gpus // dep.gpus_per_instance), "frontend": "loadgen"})
     return gpusim.run(hardware, benchmark, "offline", systems=systems, deployment=dep).summary[
         "output_tokens_per_s_per_gpu"]
 
