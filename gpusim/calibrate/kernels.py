@@ -64,8 +64,8 @@ GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 f
 peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
 
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
-_MOE_WEIGHTS = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4"}
-_MOE_COMPUTE = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp8"}
+_MOE_PRECISION = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"),
+                  "w4a8_mxfp4_mxfp8": ("fp4", "fp8")}
 """MoE quantisation → (weight, compute) precision: MXFP4 experts with MXFP8 activations compute at FP8
 (ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes).
 Block-scaled FP8 (`fp8_block`, 128x128 scales: DeepGEMM on Hopper runs it at about 0.6 of per-tensor
@@ -269,8 +269,9 @@ def _prep_moe(df: pd.DataFrame) -> pd.DataFrame:
             & ~df["kernel_source"].str.endswith("nongated")]
     shape = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     df = df.loc[df.groupby(shape)["latency"].idxmin()]
-    df = df.assign(dtype=df["moe_dtype"].map(_MOE_COMPUTE), weight_dtype=df["moe_dtype"].map(_MOE_WEIGHTS))
-    df = df[df["dtype"].notna()]
+    df = df[df["moe_dtype"].isin(_MOE_PRECISION)]
+    precision = df["moe_dtype"].map(_MOE_PRECISION)
+    df = df.assign(weight_dtype=precision.str[0], dtype=precision.str[1])
     return df.assign(family="moe_" + df["dtype"])
 
 
