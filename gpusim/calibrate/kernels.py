@@ -37,13 +37,15 @@ CURRENT_TRTLLM = "1.3.0rc20"
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
-          "moe_efficiency_fp4", "moe_kernel_us",
+          "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
           "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
           "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
 _FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "collective_kernel_us")
+_MOE_EFF = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
+_MOE_HALF = {"bf16": "moe_inter_half", "fp8": "moe_inter_half_fp8", "fp4": "moe_inter_half_fp4"}
 BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),
-          **{k: (0.0, 60.0) for k in _FIXED}}
+          **{k: (0.0, 60.0) for k in _FIXED}, **{k: (0.0, 20000.0) for k in _MOE_HALF.values()}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
 _ATTN = ("attention_prefill_flops_fraction", "attention_kernel_us")
 _DECODE = ("attention_decode_flops_fraction", "attention_decode_bandwidth_fraction", "attention_kernel_us")
@@ -51,9 +53,7 @@ RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
     "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
-    "moe_bf16": ("moe_efficiency", "moe_kernel_us"),
-    "moe_fp8": ("moe_efficiency_fp8", "moe_kernel_us"),
-    "moe_fp4": ("moe_efficiency_fp4", "moe_kernel_us"),
+    **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], "moe_kernel_us") for d in ("bf16", "fp8", "fp4")},
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
     "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
@@ -110,7 +110,6 @@ def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float
 
 
 _GEMM_EFF = {"bf16": "gemm_efficiency_max", "fp8": "gemm_efficiency_fp8", "fp4": "gemm_efficiency_fp4"}
-_MOE_EFF = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
 
 
 def _per_dtype(dtypes: pd.Series, p: dict, names: dict[str, str]) -> np.ndarray:
@@ -189,7 +188,8 @@ def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarra
 
 def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np.ndarray:
     """ops.MoEOp on a group of tp = moe_tp·moe_ep GPUs: distinct experts hit, busiest-rank load, 2 kernels;
-    weights at `weight_dtype`, activations and math at `dtype`, grouped-GEMM efficiency of that dtype."""
+    weights at `weight_dtype`, activations and math at `dtype`, grouped-GEMM efficiency of that dtype and
+    expert width (SoftwareProfile.gemm_efficiency with expert_inter)."""
     t = df["num_tokens"].to_numpy(float)
     h, inter = df["hidden_size"].to_numpy(float), df["inter_size"].to_numpy(float)
     k, e = df["topk"].to_numpy(float), df["num_experts"].to_numpy(float)
@@ -204,7 +204,8 @@ def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np
     flops = t * k * 2 * params / tp * load
     m = t * k / (e * hit)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    grouped = _per_dtype(df["dtype"], p, _MOE_EFF)
+    inter_local = inter * ep / tp
+    grouped = _per_dtype(df["dtype"], p, _MOE_EFF) * inter_local / (inter_local + _per_dtype(df["dtype"], p, _MOE_HALF))
     return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], grouped),
                      p["moe_kernel_us"] * 1e-6, 2)
 

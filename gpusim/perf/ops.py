@@ -97,6 +97,8 @@ class MoEOp:
     imbalance: float
     """Busiest EP rank over the mean (applied only when ep > 1)."""
     dtype: Dtype
+    inter_local: float = 0.0
+    """Expert intermediate size on this GPU (intermediate · ep / tp): sets the grouped GEMMs' efficiency."""
     kernels: int = 2
 
     def hit_fraction(self, t: int) -> float:
@@ -270,7 +272,7 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
         ops.append(MoEOp(
             "moe_experts", moe_layers, e, moe.top_k, e / ep,
             model.expert_params * wb * ep / tp, 2 * model.expert_params / tp,
-            h * (moe_ab + BF16) + 2 * ie_gpu * moe_ab, ep, moe_imbalance, moe_gd,
+            h * (moe_ab + BF16) + 2 * ie_gpu * moe_ab, ep, moe_imbalance, moe_gd, ie_gpu,
         ))
         if moe.shared_experts:
             width = moe.shared_experts * moe.expert_intermediate_size / tp

@@ -12,7 +12,8 @@ silicon sample's gpt-oss TP1/TP2/TP4 sweeps the step time above the kernels grow
 sequence whatever the TP, which neither a GPU term (it would shrink with TP) nor a max(GPU, host)
 overlap (it would vanish at TP1) reproduces.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
-profile's `moe_efficiency` of that precision; every kernel carries its class's fixed time (GEMM, MoE, attention,
+profile's `moe_efficiency` of that precision times i / (i + moe_inter_half) for experts i wide on a GPU
+(small experts fill tiles poorly); every kernel carries its class's fixed time (GEMM, MoE, attention,
 collective), which replaces the bare `kernel_launch_us` where the profile sets one.
 The T-part (GEMMs, MoE, collectives, launches) is cached per T; attention is linear in the causal
 pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped by the window, so
@@ -171,7 +172,7 @@ class StepCostModel:
         items = []
         for op in self.ops.token_ops:
             moe = isinstance(op, MoEOp)
-            eff_max = self.software.gemm_efficiency(op.dtype, grouped=moe)
+            eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
             eff_c = gemm_efficiency(op.gemm_m(t), eff_max, self._m_half) or 1.0
             peak = self.hardware.peak_flops(op.dtype)
             sec, bound = op_time(op.flops(t), op.bytes(t), peak, self._bw, eff_c, 1.0)

@@ -24,6 +24,9 @@ DEFAULTS: dict[str, str | float] = {
     "moe_efficiency": 1.0,
     "moe_efficiency_fp8": "moe_efficiency",
     "moe_efficiency_fp4": "moe_efficiency",
+    "moe_inter_half": 0.0,
+    "moe_inter_half_fp8": "moe_inter_half",
+    "moe_inter_half_fp4": "moe_inter_half",
     "gemm_kernel_us": "kernel_launch_us",
     "attention_kernel_us": "kernel_launch_us",
     "moe_kernel_us": "kernel_launch_us",
@@ -106,6 +109,14 @@ class SoftwareProfile(BaseModel):
     """The same for experts computing at FP8 (block-scaled FP8, MXFP4 weights with MXFP8 activations)."""
     moe_efficiency_fp4: Sourced | None = None
     """The same for NVFP4 experts (FP4 weights and activations)."""
+    moe_inter_half: Sourced | None = None
+    """Expert intermediate size per GPU at which grouped BF16 expert GEMMs reach half their efficiency:
+    the moe_efficiency of an expert i wide on a GPU is scaled by i / (i + moe_inter_half) (small experts
+    fill tensor-core tiles poorly and pay routing/permute per expert); 0 or absent: no shape term."""
+    moe_inter_half_fp8: Sourced | None = None
+    """The same for FP8 experts."""
+    moe_inter_half_fp4: Sourced | None = None
+    """The same for NVFP4 experts."""
     gemm_kernel_us: Sourced | None = None
     """Fixed time per dense GEMM kernel (launch, prologue, tail wave), µs; replaces kernel_launch_us there."""
     attention_kernel_us: Sourced | None = None
@@ -162,11 +173,15 @@ class SoftwareProfile(BaseModel):
         d = DEFAULTS[name]
         return self.value(d) if isinstance(d, str) else float(d)
 
-    def gemm_efficiency(self, dtype: str, grouped: bool = False) -> float:
-        """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4); `grouped`: of MoE expert GEMMs."""
-        suffix = "" if dtype == "bf16" else f"_{dtype}"
+    def gemm_efficiency(self, dtype: str, expert_inter: float | None = None) -> float:
+        """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4); with `expert_inter` (the expert
+        intermediate size on one GPU), of grouped MoE expert GEMMs that wide."""
         eff = self.value("gemm_efficiency_max" if dtype == "bf16" else f"gemm_efficiency_{dtype}")
-        return eff * self.value(f"moe_efficiency{suffix}") if grouped else eff
+        if expert_inter is None:
+            return eff
+        suffix = "" if dtype == "bf16" else f"_{dtype}"
+        half = self.value(f"moe_inter_half{suffix}")
+        return eff * self.value(f"moe_efficiency{suffix}") * expert_inter / (expert_inter + half)
 
     def for_architecture(self, architecture: str) -> SoftwareProfile:
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
