@@ -235,6 +235,25 @@ def test_grouped_moe_efficiency_per_compute_dtype() -> None:
     assert StepCostModel(hw, moe_model(), dep4, sw4).breakdown(b).by_op["moe_experts"] == pytest.approx(2 * fp4)
 
 
+def test_grouped_moe_efficiency_falls_with_expert_width() -> None:
+    """moe_inter_half scales the grouped efficiency by i / (i + half), i the expert width on one GPU
+    (intermediate · ep / tp): TP2 halves 512-wide experts to 256 (factor 2 at half 256), EP2 keeps them
+    whole (factor 1.5); the shape-free time is the hand-computed one of the test above."""
+    hw = hardware({"bf16": 100, "fp8": 200}, arch="blackwell")
+    b = BatchShape(prefill_tokens=65536)
+    flat = software().model_copy(update={"moe_efficiency": S(0.8)})
+    shaped = flat.model_copy(update={"moe_inter_half": S(256.0)})
+
+    def moe_time(sw: SoftwareProfile, ep: int) -> float:
+        dep = Deployment(tp=2, ep=ep)
+        return StepCostModel(hw, moe_model(), dep, sw).breakdown(b).by_op["moe_experts"]
+
+    assert moe_time(shaped, 1) == pytest.approx(2 * moe_time(flat, 1))
+    assert moe_time(shaped, 2) == pytest.approx(1.5 * moe_time(flat, 2))
+    assert shaped.gemm_efficiency("fp8", 768.0) == pytest.approx(0.5 * 0.8 * 0.75)
+    assert shaped.gemm_efficiency("fp8") == 0.5  # dense GEMMs have no expert width
+
+
 def test_fixed_time_per_kernel_class() -> None:
     """gemm_kernel_us replaces the launch time of GEMM kernels, attention_kernel_us of attention kernels."""
     b = BatchShape(decode_seqs=1, decode_context=10)
