@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpusim.cli import main
-from gpusim.validate.errors import error_stats, partition_errors
+from gpusim.validate.errors import error_stats, partition_errors, repeat_scatter, scatter_stats
 from gpusim.validate.mlperf import validate_mlperf
 from gpusim.validate.runner import Unsupported
 from gpusim.validate.silicon import map_model, map_system, row_case, row_concurrency, row_dtypes
@@ -147,6 +147,40 @@ def test_partitions_by_hand() -> None:
     assert parts["b"]["rows"] == 2 and parts["b"]["rows_predicted"] == 1
     assert parts["b"]["mape_tpot"] == pytest.approx(0.25)
 
+
+
+def test_repeat_scatter_by_hand() -> None:
+    """Setup a measured 100, 120, 80 and 100 again (a copy counts once): 0, 0.2, 0.2 around the median 100;
+    setup b measured twice alike and setup c once have no scatter."""
+    measured = pd.Series([100.0, 120.0, 80.0, 100.0, 50.0, 50.0, 70.0])
+    setup = pd.Series(["a", "a", "a", "a", "b", "b", "c"])
+    got = repeat_scatter(measured, setup)
+    assert got[:3].tolist() == pytest.approx([0.0, 0.2, 0.2])
+    assert got[3:].isna().all()
+    t = pd.DataFrame({"system": ["x", "x", "x", "x", "y", "y", "y"], "scatter_ttft": got, "scatter_tpot": got / 2})
+    stats = {(p["kind"], p["value"]): p for p in scatter_stats(t, {"system": ["system"]}, ("ttft", "tpot"))}
+    assert stats[("all", "all")]["rows_repeated"] == 3
+    assert stats[("system", "x")]["scatter_ttft"] == pytest.approx(0.4 / 3)
+    assert stats[("system", "x")]["scatter_tpot"] == pytest.approx(0.2 / 3)
+    assert stats[("system", "y")]["rows_repeated"] == 0 and stats[("system", "y")]["scatter_ttft"] is None
+
+
+def test_report_states_the_scatter_of_repeated_setups(tmp_path) -> None:
+    """Two measurements of one setup (60 and 40 ms TTFT, median 50) put a 20% floor in the report; the
+    scatter is taken over the whole sample, so a validated subset still sees its setup's repeats."""
+    from gpusim.validate.report import write_report
+    from gpusim.validate.silicon import scored_table, summarize_table
+
+    again = {**AGG_DENSE, "id": AGG_DENSE["id"] + "_again", "silicon_ttft_ms": 40.0}
+    first = {**AGG_DENSE, "silicon_ttft_ms": 60.0}
+    sample = pd.DataFrame([first, again, DISAGG], columns=SILICON_COLUMNS)
+    rows = sample.iloc[[0]].reset_index(drop=True)
+    pred = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [55.0], "predicted_tpot_ms": [5.0], "status": ["ok"]})
+    table = scored_table(rows, pred, sample)
+    assert table["scatter_ttft"].tolist() == pytest.approx([0.2])
+    summary = summarize_table(table)
+    text = write_report(tmp_path, table, summary, "t", "cmd").read_text()
+    assert "| all | all | 1 | 20.0% | - |" in text
 
 def test_mlperf_validator_on_three_rows(tmp_path) -> None:
     csv = tmp_path / "published.csv"

@@ -48,10 +48,36 @@ def partition_errors(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tupl
     return rows
 
 
+def repeat_scatter(measured: pd.Series, setup: pd.Series) -> pd.Series:
+    """|measured / median of its setup − 1| (a fraction) for the distinct measurements of setups measured
+    more than once with different results; NaN elsewhere. No deterministic prediction of a setup gets
+    much below its measurements' mean scatter: it is the floor the data sets under any model's MAPE."""
+    distinct = ~pd.DataFrame({"s": setup, "m": measured}).duplicated()
+    m, s = measured[distinct], setup[distinct]
+    med = m.groupby(s).transform("median")
+    varied = m.groupby(s).transform("nunique") > 1
+    return ((m / med) - 1).abs().where(varied).reindex(measured.index)
+
+
+def scatter_stats(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tuple[str, ...]) -> list[dict]:
+    """Per partition value (and `all`): distinct repeated measurements and their mean `repeat_scatter`,
+    from `scatter_<m>` columns."""
+    rows = []
+    groups = [("all", "all", df)] + [(kind, value, g) for kind, cols in keys.items()
+                                     for value, g in df.groupby(cols, dropna=False, sort=True)]
+    for kind, value, g in groups:
+        values = value if isinstance(value, tuple) else (value,)
+        out = {"kind": kind, "value": ", ".join(str(v) for v in values),
+               "rows_repeated": int(g[f"scatter_{metrics[0]}"].notna().sum())}
+        out.update({f"scatter_{m}": _stat(g[f"scatter_{m}"], "mean") for m in metrics})
+        rows.append(out)
+    return rows
+
+
 def worst(partitions: list[dict], metric: str, top: int = 10, min_rows: int = 1) -> list[dict]:
     """The `top` partitions with the largest MAPE of `metric` among those with predictions."""
     scored = [p for p in partitions if p.get(f"mape_{metric}") is not None and p["rows_predicted"] >= min_rows]
     return sorted(scored, key=lambda p: -np.float64(p[f"mape_{metric}"]))[:top]
 
 
-__all__ = ["ape", "error_stats", "partition_errors", "worst"]
+__all__ = ["ape", "error_stats", "partition_errors", "repeat_scatter", "scatter_stats", "worst"]

@@ -29,6 +29,14 @@ def partition_table(partitions: list[dict], kinds: tuple[str, ...] | None = None
     return "\n".join(lines)
 
 
+def scatter_table(stats: list[dict]) -> str:
+    """Markdown rows of `scatter_stats`: partition, repeated measurements, TTFT and TPOT scatter."""
+    lines = ["| partition | value | repeated measurements | TTFT scatter | TPOT scatter |", "|---|---|---|---|---|"]
+    lines += [f"| {p['kind']} | {p['value']} | {p['rows_repeated']} | {_pct(p['scatter_ttft'])} | "
+              f"{_pct(p['scatter_tpot'])} |" for p in stats if p["rows_repeated"]]
+    return "\n".join(lines)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -79,7 +87,14 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     configs = [p for p in parts if p["kind"] == "config"]
     for metric in ("ttft", "tpot"):
         lines += [f"### by {metric.upper()} MAPE", "", partition_table(worst(configs, metric, 10, 5)), ""]
-    lines += ["## All partitions", "", partition_table(parts), "", "## Scatter plots", ""]
+    lines += ["## All partitions", "", partition_table(parts), ""]
+    if summary.get("measurement_scatter"):
+        lines += ["## Measurement scatter: the floor under any model's error", "",
+                  "Setups the sample measured more than once (every column but the id, the source and the "
+                  "results equal) with different results: the mean |measurement / the setup's median − 1| "
+                  "over their distinct measurements. A deterministic prediction of such a setup cannot get "
+                  "much below it.", "", scatter_table(summary["measurement_scatter"]), ""]
+    lines += ["## Scatter plots", ""]
     for kind in _KINDS_PLOTTED:
         column = PARTITIONS[kind][0]
         name = f"scatter-{_slug(kind)}.png"
@@ -90,4 +105,4 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     return path
 
 
-__all__ = ["partition_table", "scatter", "write_report"]
+__all__ = ["partition_table", "scatter", "scatter_table", "write_report"]

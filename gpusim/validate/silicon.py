@@ -50,7 +50,7 @@ from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.hardware import Dtype, load_hardware
 from gpusim.specs.model import load_model, model_names
 from gpusim.specs.software import software_names
-from gpusim.validate.errors import error_stats, partition_errors
+from gpusim.validate.errors import error_stats, partition_errors, repeat_scatter, scatter_stats
 from gpusim.validate.runner import Unsupported, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
@@ -63,6 +63,8 @@ PARTITIONS: dict[str, list[str]] = {
     "config": ["model_path", "system", "backend", "mode"],
 }
 """Partition kinds of the error table: one dimension each, and the exact configuration."""
+SCATTER_PARTITIONS = {k: PARTITIONS[k] for k in ("system", "model", "backend", "mode")}
+"""Partition kinds of the measurement-scatter table (repeated setups are too few for finer ones)."""
 
 _GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
     "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"), "fp4": ("fp4", "fp4"),
@@ -297,8 +299,10 @@ def _one_line(exc: Exception) -> str:
 
 
 # ---- score ----------------------------------------------------------------------------------------------
-def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame) -> pd.DataFrame:
-    """Rows with their partition columns, measured and predicted values (ms) and a `predicted` flag."""
+def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows with their partition columns, measured and predicted values (ms), a `predicted` flag and each
+    measurement's `repeat_scatter` among the repeated measurements of its setup in `sample` (the whole
+    file the rows come from; default the rows themselves)."""
     t = pd.DataFrame({
         "id": rows["id"].to_numpy(),
         "system": rows["system"].to_numpy(),
@@ -313,7 +317,23 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame) -> pd.DataFrame:
         "status": predictions["status"].to_numpy(),
     })
     t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
+    sample = rows if sample is None else sample
+    setup = _setup_keys(sample)
+    for m, col in zip(METRICS, ("silicon_ttft_ms", "silicon_tpot_ms"), strict=True):
+        scatter = repeat_scatter(sample[col].astype(float), setup).set_axis(sample["id"])
+        t[f"scatter_{m}"] = scatter.reindex(t["id"]).to_numpy()
     return t
+
+
+_NOT_SETUP = ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")
+
+
+def _setup_keys(rows: pd.DataFrame) -> pd.Series:
+    """One string per row naming what was measured: every column but the id, the source and the results,
+    and the concurrency (which the source holds)."""
+    cols = [c for c in rows.columns if c not in _NOT_SETUP]
+    conc = pd.Series([row_concurrency(r) for r in rows.to_dict("records")], index=rows.index)
+    return rows[cols].map(str).agg("|".join, axis=1) + "|c" + conc.map(str)
 
 
 def summarize_table(table: pd.DataFrame) -> dict:
@@ -329,6 +349,7 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "median_ape_tpot": overall["median_ape_tpot"],
         "not_predicted": {k: int(v) for k, v in not_predicted.items()},
         "partitions": partition_errors(table, PARTITIONS, METRICS),
+        "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
     }
 
 
@@ -378,7 +399,7 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
     """Predict every row of the silicon CSV at `path` (or those calibration holds out) and score it."""
     started = time.perf_counter()
     rows = read_sample(path, sample, seed, held_out)
-    table = scored_table(rows, predict_rows(rows, workers))
+    table = scored_table(rows, predict_rows(rows, workers), read_sample(path))
     summary = summarize_table(table)
     wall = time.perf_counter() - started
     summary["wall_s"] = wall
