@@ -42,10 +42,13 @@ def partition_errors(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tupl
     rows = []
     for kind, cols in keys.items():
         for value, group in df.groupby(cols, dropna=False, sort=True):
-            values = value if isinstance(value, tuple) else (value,)
-            label = ", ".join(str(v) for v in values)
-            rows.append({"kind": kind, "value": label, **error_stats(group, metrics)})
+            rows.append({"kind": kind, "value": _label(value), **error_stats(group, metrics)})
     return rows
+
+
+def _label(value: object) -> str:
+    """A groupby key as text: its parts joined by commas."""
+    return ", ".join(str(v) for v in (value if isinstance(value, tuple) else (value,)))
 
 
 def repeat_scatter(measured: pd.Series, setup: pd.Series) -> pd.Series:
@@ -66,9 +69,7 @@ def scatter_stats(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tuple[s
     groups = [("all", "all", df)] + [(kind, value, g) for kind, cols in keys.items()
                                      for value, g in df.groupby(cols, dropna=False, sort=True)]
     for kind, value, g in groups:
-        values = value if isinstance(value, tuple) else (value,)
-        out = {"kind": kind, "value": ", ".join(str(v) for v in values),
-               "rows_repeated": int(g[f"scatter_{metrics[0]}"].notna().sum())}
+        out = {"kind": kind, "value": _label(value), "rows_repeated": int(g[f"scatter_{metrics[0]}"].notna().sum())}
         out.update({f"scatter_{m}": _stat(g[f"scatter_{m}"], "mean") for m in metrics})
         rows.append(out)
     return rows
