@@ -432,8 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     if data is None:
         print("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
         return 2
-    results = [calibrate_system(data, s, args.max_rows) for s in args.systems]
-    print(json.dumps(results, indent=1) if args.json else "\n\n".join(format_result(r) for r in results))
+    results = []
+    for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
+        results.append(calibrate_system(data, system, args.max_rows))
+        if not args.json:
+            print(("\n\n" if len(results) > 1 else "") + format_result(results[-1]), flush=True)
+    if args.json:
+        print(json.dumps(results, indent=1))
     return 0
 
 
