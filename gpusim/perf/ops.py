@@ -97,7 +97,7 @@ class MoEOp:
     imbalance: float
     """Busiest EP rank over the mean (applied only when ep > 1)."""
     dtype: Dtype
-    inter_local: float = 0.0
+    inter_local: float
     """Expert intermediate size on this GPU (intermediate · ep / tp): sets the grouped GEMMs' efficiency."""
     kernels: int = 2
 

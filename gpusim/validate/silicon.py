@@ -362,6 +362,11 @@ def _reason(status: str) -> str:
 def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
     """The rows of a silicon CSV (all, or only those calibration holds out; then a seeded random `sample` of
     them), in file order."""
+    return select_rows(read_rows(path), sample, seed, held_out)
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    """Every row of a silicon CSV, its columns checked."""
     try:
         rows = pd.read_csv(path)
     except (OSError, pd.errors.ParserError) as exc:
@@ -370,6 +375,11 @@ def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: 
     missing = sorted(need - set(rows.columns))
     if missing:
         raise InputError(str(path), ", ".join(missing), "missing columns of a silicon sample")
+    return rows
+
+
+def select_rows(rows: pd.DataFrame, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
+    """`rows`, or those calibration holds out; then a seeded random `sample` of them, in file order."""
     if held_out:
         from gpusim.calibrate.fit import split_rows
 
@@ -398,8 +408,9 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
                      held_out: bool = False) -> SiliconValidation:
     """Predict every row of the silicon CSV at `path` (or those calibration holds out) and score it."""
     started = time.perf_counter()
-    rows = read_sample(path, sample, seed, held_out)
-    table = scored_table(rows, predict_rows(rows, workers), read_sample(path))
+    every = read_rows(path)
+    rows = select_rows(every, sample, seed, held_out)
+    table = scored_table(rows, predict_rows(rows, workers), every)
     summary = summarize_table(table)
     wall = time.perf_counter() - started
     summary["wall_s"] = wall
@@ -408,6 +419,6 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
 
 __all__ = [
     "PARTITIONS", "SiliconCase", "SiliconValidation", "map_model", "map_system", "predict_case", "predict_rows",
-    "read_sample", "row_case", "row_concurrency", "row_dtypes", "row_software", "scored_table", "summarize_table",
-    "validate_silicon",
+    "read_rows", "read_sample", "row_case", "row_concurrency", "row_dtypes", "row_software", "scored_table",
+    "select_rows", "summarize_table", "validate_silicon",
 ]
