@@ -95,6 +95,24 @@ def test_a_concurrency_beyond_batch_times_gpus_is_not_one_engine() -> None:
     assert row_case({**row, "batch_size": 208}).concurrency == 416  # the per-GPU convention still holds
 
 
+def test_ep_squared_exports_read_as_k_gpus() -> None:
+    # TEP8 written as tp 64 (moe_tp 8 × ep 8) on an 8-GPU system: 64 GPUs cannot be one engine there
+    tep = {**AGG_MOE_DP, "id": "dsr1_b200_trtllm_agg_128x16_c16_cfg3", "tp_size": 64, "attention_dp_size": 1,
+           "moe_tp_size": 8, "moe_ep_size": 8, "batch_size": 16}
+    case = row_case(tep)
+    d = case.deployment
+    assert (case.systems, d.tp, d.ep, d.attention_dp) == (1, 8, 8, False)
+    # DEP4 written as dp 16 with the per-rank batch divided by 4 (c256 = 16 × 16): 4 ranks of 64
+    dep = {**tep, "id": "x_c256_tp4_ep4_9", "silicon_data_source": "silicon_concurrency=256", "tp_size": 1,
+           "attention_dp_size": 16, "moe_tp_size": 4, "moe_ep_size": 4, "batch_size": 16}
+    d = row_case(dep).deployment
+    assert (d.tp, d.ep, d.attention_dp, d.max_batch_size) == (4, 4, True, 256)
+    # tp 4 with moe_tp 2 × ep 2 fits one system and is a real layout, unless the id labels it tp2_ep2
+    small = {**tep, "tp_size": 4, "moe_tp_size": 2, "moe_ep_size": 2}
+    assert row_case(small).deployment.tp == 4
+    assert row_case({**small, "id": "x_c16_tp2_ep2_9"}).deployment.tp == 2
+
+
 def test_disaggregated_row_with_empty_batch_and_workers() -> None:
     assert row_concurrency(DISAGG) == 6  # `_c6` in the id
     case = row_case(DISAGG)

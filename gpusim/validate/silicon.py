@@ -17,7 +17,8 @@ profile, a model YAML and a `Deployment`:
   A batch below the concurrency does not cap the engine: some sources record `batch_size` as the
   concurrency per GPU (c224 on tp4 → 56), and a closed loop keeps every request in flight anyway.
   A concurrency above even batch × GPUs (c416 with batch 13 on tp2) cannot be one engine's closed loop:
-  such an aggregated row is unsupported, with that reason.
+  such an aggregated row is unsupported, with that reason. Columns shaped tp·dp = k², moe_tp = moe_ep = k
+  are an export that multiplied the attention width by EP: read as k GPUs by the rule in `ep_squared`.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
   counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
@@ -75,6 +76,7 @@ TOKENS_PER_RANK = 8192
 _SUFFIX = re.compile(r"-(fp8|nvfp4|fp4|instruct|hf)$")
 _CONCURRENCY_SOURCE = re.compile(r"silicon_concurrency=(\d+)")
 _CONCURRENCY_ID = re.compile(r"_c(\d+)(?=_|$)")
+_ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")
 
 
 @dataclass(frozen=True)
@@ -162,17 +164,45 @@ def row_dtypes(row: Mapping) -> tuple[Dtype, Dtype, Dtype]:
     return weights, acts, ("bf16" if mode == "bf16" else "fp8")
 
 
-def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool) -> tuple[Parallelism, list[str]]:
+def ep_squared(row: Mapping, prefix: str, domain_gpus: int) -> int | None:
+    """k when a role's columns are an EP-squared export, else None.
+
+    Data rule: AIC's columns satisfy tp·dp = moe_tp·moe_ep = the instance's GPUs. Some exports (the
+    2026-04-06 file and the db-dump) wrote TEP/DEP runs with tp (or dp) and moe_tp multiplied by the EP
+    width k: tp·dp = k², moe_tp = moe_ep = k. 125 such rows repeat, to the last digit, a measurement that the
+    2026-03-25 file records with k GPUs, and their ids say `_tp<k>_ep<k>`. A role is read as k GPUs (tp or
+    dp divided by k, MoE EP k) when its columns have that shape and either k² GPUs exceed one NVLink domain
+    of the system (so the columns cannot describe one engine) or the id's label says `_tp<k>_ep<k>`.
+    """
+    tp, dp = _int(row, f"{prefix}tp_size", 1), _int(row, f"{prefix}attention_dp_size", 1)
+    k, moe_tp = _int(row, f"{prefix}moe_ep_size", 1), _int(row, f"{prefix}moe_tp_size", 1)
+    if k < 2 or moe_tp != k or tp * dp != k * k:
+        return None
+    label = _ID_TP_EP.search(str(row.get("id") or "")) if not prefix else None
+    if k * k > domain_gpus or (label and int(label.group(1)) == int(label.group(2)) == k):
+        return k
+    return None
+
+
+def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
+                 domain_gpus: int) -> tuple[Parallelism, list[str]]:
     """One role's parallelism from AIC's `<prefix>tp_size`, `attention_dp_size`, `moe_ep_size` fields."""
     tp, dp = _int(row, f"{prefix}tp_size", 1), _int(row, f"{prefix}attention_dp_size", 1)
     ep = _int(row, f"{prefix}moe_ep_size", 1) if is_moe else 1
-    gpus = tp * dp
     notes = []
+    rank_batch = _num(row, f"{prefix}batch_size")
+    k = ep_squared(row, prefix, domain_gpus) if is_moe else None
+    if k:  # the export divided a DP rank's batch by k as well
+        tp, dp, rank_batch = (tp // k, dp, rank_batch) if tp > 1 else (tp, dp // k, rank_batch and rank_batch * k)
+        notes.append(f"{prefix}columns read as an EP-squared export: {k} GPUs (tp·dp = moe_tp·moe_ep = {k}²)")
+    gpus = tp * dp
     if tp > 1 and dp > 1:
         notes.append(f"{prefix}attention tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
     if gpus % ep:
         raise Unsupported(f"{prefix}moe_ep_size {ep} does not divide the {gpus} GPUs of an instance")
-    rank_batch = _num(row, f"{prefix}batch_size")
+    if not prefix and rank_batch and batch and batch > rank_batch * dp * tp:
+        raise Unsupported(f"concurrency {batch} exceeds batch_size {rank_batch:g} × {gpus} GPUs: the row spans "
+                          "more engines than its parallelism describes")
     max_batch = max(int(rank_batch) * dp, batch or 0) if rank_batch else batch
     par = Parallelism(tp=gpus, pp=_int(row, f"{prefix}pp_size", 1), ep=ep, attention_dp=dp > 1,
                       max_batch_size=max(max_batch or 256, 1), max_num_tokens=TOKENS_PER_RANK * dp)
@@ -219,17 +249,18 @@ def row_case(row: Mapping) -> SiliconCase:
     common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
               "software": software, "frontend": "http"}
     is_moe = model.moe is not None
+    domain = load_hardware(profile[0]).domain_gpus
     if str(row.get("mode")) == "disagg":
         pools, gpus = {}, 0
         for role in ("prefill", "decode"):
             workers = _int(row, f"{role}_num_workers", 0)
-            par, more = _parallelism(row, f"{role}_", None, is_moe)
+            par, more = _parallelism(row, f"{role}_", None, is_moe, domain)
             unstated = not workers
             if unstated:
                 workers = unstated_workers(concurrency, par.gpus_per_instance)
                 notes.append(f"{role} workers unstated: {workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
             if role == "decode":
-                par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe)
+                par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe, domain)
                 if unstated and model.mla is not None and concurrency / (workers * par.tp) >= DEP_SEQS_PER_GPU:
                     par = par.model_copy(update={"attention_dp": True, "ep": par.tp,
                                                  "max_num_tokens": TOKENS_PER_RANK * par.tp})
@@ -240,13 +271,9 @@ def row_case(row: Mapping) -> SiliconCase:
         dep = Deployment(mode="disaggregated", **pools["decode"].model_dump(), prefill=pools["prefill"],
                          decode=pools["decode"], **common)
     else:
-        par, more = _parallelism(row, "", concurrency, is_moe)
+        par, more = _parallelism(row, "", concurrency, is_moe, domain)
         notes += more
         gpus = par.gpus_per_instance
-        rank_batch = _num(row, "batch_size")
-        if rank_batch and concurrency > rank_batch * gpus:
-            raise Unsupported(f"concurrency {concurrency} exceeds batch_size {rank_batch:g} × {gpus} GPUs: the row "
-                              "spans more engines than its parallelism describes")
         dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
     hardware, systems = map_system(system, gpus) or profile
     return SiliconCase(hardware, systems, model_id, dep, concurrency, int(row["isl"]), int(row["osl"]),
