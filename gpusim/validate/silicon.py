@@ -192,15 +192,19 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
     notes = []
     rank_batch = _num(row, f"{prefix}batch_size")
     k = ep_squared(row, prefix, domain_gpus) if is_moe else None
-    if k:  # the export divided a DP rank's batch by k as well
-        tp, dp, rank_batch = (tp // k, dp, rank_batch) if tp > 1 else (tp, dp // k, rank_batch and rank_batch * k)
+    if k:
         notes.append(f"{prefix}columns read as an EP-squared export: {k} GPUs (tp·dp = moe_tp·moe_ep = {k}²)")
+        if tp > 1:
+            tp //= k
+        else:  # attention DP: the export divided each rank's batch by k as well
+            dp //= k
+            rank_batch = rank_batch and rank_batch * k
     gpus = tp * dp
     if tp > 1 and dp > 1:
         notes.append(f"{prefix}attention tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
     if gpus % ep:
         raise Unsupported(f"{prefix}moe_ep_size {ep} does not divide the {gpus} GPUs of an instance")
-    if not prefix and rank_batch and batch and batch > rank_batch * dp * tp:
+    if not prefix and rank_batch and batch and batch > rank_batch * gpus:
         raise Unsupported(f"concurrency {batch} exceeds batch_size {rank_batch:g} × {gpus} GPUs: the row spans "
                           "more engines than its parallelism describes")
     max_batch = max(int(rank_batch) * dp, batch or 0) if rank_batch else batch
