@@ -12,7 +12,15 @@ from gpusim.cli import main
 from gpusim.validate.errors import error_stats, partition_errors, repeat_scatter, scatter_stats
 from gpusim.validate.mlperf import validate_mlperf
 from gpusim.validate.runner import Unsupported
-from gpusim.validate.silicon import map_model, map_system, row_case, row_concurrency, row_dtypes
+from gpusim.validate.silicon import (
+    map_model,
+    map_system,
+    row_case,
+    row_concurrency,
+    row_dtypes,
+    scored_table,
+    summarize_table,
+)
 
 SILICON_COLUMNS = [
     "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl",
@@ -165,6 +173,19 @@ def test_partitions_by_hand() -> None:
     assert parts["b"]["rows"] == 2 and parts["b"]["rows_predicted"] == 1
     assert parts["b"]["mape_tpot"] == pytest.approx(0.25)
 
+
+
+def test_rows_are_also_scored_by_the_rules_they_were_read_by() -> None:
+    rows = pd.DataFrame([AGG_DENSE, {**DISAGG, "silicon_ttft_ms": 100.0}, {**DISAGG, "silicon_ttft_ms": 200.0}])
+    note = "prefill workers unstated: {} assumed (≤ 64 sequences per GPU)"
+    preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [50.0, 150.0, 100.0],
+                          "predicted_tpot_ms": [5.0, 5.0, 5.0],
+                          "status": ["ok", f"ok ({note.format(1)})", f"ok ({note.format(3)})"]})
+    parts = {p["value"]: p for p in summarize_table(scored_table(rows, preds))["partitions"] if p["kind"] == "reading"}
+    assert set(parts) == {"as stated", note.format("N").replace("64", "N")}
+    unstated = parts[note.format("N").replace("64", "N")]
+    assert unstated["rows"] == 2 and unstated["mape_ttft"] == pytest.approx((0.5 + 0.5) / 2)
+    assert parts["as stated"]["rows"] == 1 and parts["as stated"]["mape_ttft"] == pytest.approx(0.0)
 
 
 def test_repeat_scatter_by_hand() -> None:

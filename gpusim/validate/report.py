@@ -87,6 +87,9 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     configs = [p for p in parts if p["kind"] == "config"]
     for metric in ("ttft", "tpot"):
         lines += [f"### by {metric.upper()} MAPE", "", partition_table(worst(configs, metric, 10, 5)), ""]
+    if any(p["kind"] == "reading" for p in parts):
+        lines += ["## By reading rule", "", "Rows grouped by the documented rules they were read by (the notes of "
+                  "their status in rows.csv; 'as stated': none).", "", partition_table(parts, ("reading",)), ""]
     lines += ["## All partitions", "", partition_table(parts), ""]
     if summary.get("measurement_scatter"):
         lines += ["## Measurement scatter: the floor under any model's error", "",

@@ -62,8 +62,10 @@ PARTITIONS: dict[str, list[str]] = {
     "mode": ["mode"],
     "isl/osl": ["isl_osl"],
     "config": ["model_path", "system", "backend", "mode"],
+    "reading": ["reading"],
 }
-"""Partition kinds of the error table: one dimension each, and the exact configuration."""
+"""Partition kinds of the error table: one dimension each, the exact configuration, and the documented
+rules a row was read by (`reading`: its status notes, or 'as stated')."""
 SCATTER_PARTITIONS = {k: PARTITIONS[k] for k in ("system", "model", "backend", "mode")}
 """Partition kinds of the measurement-scatter table (repeated setups are too few for finer ones)."""
 
@@ -348,6 +350,7 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
         "status": predictions["status"].to_numpy(),
     })
     t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
+    t["reading"] = t["status"].map(_reading)
     sample = rows if sample is None else sample
     setup = _setup_keys(sample)
     for m, col in zip(METRICS, ("silicon_ttft_ms", "silicon_tpot_ms"), strict=True):
@@ -384,10 +387,18 @@ def summarize_table(table: pd.DataFrame) -> dict:
     }
 
 
+_NUMBER = re.compile(r"(?<![\w.])\d+(\.\d+)?(?![\w.])")
+
+
 def _reason(status: str) -> str:
     """A status shortened to its cause (row-specific numbers dropped), for counting."""
-    head = re.sub(r"(?<![\w.])\d+(\.\d+)?(?![\w.])", "N", status.split(" (")[0] if status.startswith("ok") else status)
-    return head[:160]
+    return _NUMBER.sub("N", status.split(" (")[0] if status.startswith("ok") else status)[:160]
+
+
+def _reading(status: str) -> str:
+    """The documented rules an `ok (notes)` status names, numbers dropped; 'as stated' when there are none."""
+    notes = status[len("ok ("):-1] if status.startswith("ok (") else ""
+    return _NUMBER.sub("N", notes) or "as stated"
 
 
 def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
