@@ -182,8 +182,8 @@ def test_rows_are_also_scored_by_the_rules_they_were_read_by() -> None:
                           "predicted_tpot_ms": [5.0, 5.0, 5.0],
                           "status": ["ok", f"ok ({note.format(1)})", f"ok ({note.format(3)})"]})
     parts = {p["value"]: p for p in summarize_table(scored_table(rows, preds))["partitions"] if p["kind"] == "reading"}
-    assert set(parts) == {"as stated", note.format("N").replace("64", "N")}
-    unstated = parts[note.format("N").replace("64", "N")]
+    assert set(parts) == {"as stated", "prefill workers unstated"}
+    unstated = parts["prefill workers unstated"]
     assert unstated["rows"] == 2 and unstated["mape_ttft"] == pytest.approx((0.5 + 0.5) / 2)
     assert parts["as stated"]["rows"] == 1 and parts["as stated"]["mape_ttft"] == pytest.approx(0.0)
 

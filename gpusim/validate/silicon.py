@@ -203,7 +203,7 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
             rank_batch = rank_batch and rank_batch * k
     gpus = tp * dp
     if tp > 1 and dp > 1:
-        notes.append(f"{prefix}attention tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
+        notes.append(f"{prefix}attention TP inside DP: tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
     if gpus % ep:
         raise Unsupported(f"{prefix}moe_ep_size {ep} does not divide the {gpus} GPUs of an instance")
     if not prefix and rank_batch and batch and batch > rank_batch * gpus:
@@ -270,7 +270,8 @@ def row_case(row: Mapping) -> SiliconCase:
                 if unstated and model.mla is not None and concurrency / (workers * par.tp) >= DEP_SEQS_PER_GPU:
                     par = par.model_copy(update={"attention_dp": True, "ep": par.tp,
                                                  "max_num_tokens": TOKENS_PER_RANK * par.tp})
-                    more.append(f"decode as attention DP + EP{par.tp} (≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
+                    more.append(f"unstated decode layout: attention DP + EP{par.tp} "
+                                f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
             notes += more
             pools[role] = par.model_copy(update={"instances": workers})
             gpus += workers * par.gpus_per_instance
@@ -396,9 +397,9 @@ def _reason(status: str) -> str:
 
 
 def _reading(status: str) -> str:
-    """The documented rules an `ok (notes)` status names, numbers dropped; 'as stated' when there are none."""
-    notes = status[len("ok ("):-1] if status.startswith("ok (") else ""
-    return _NUMBER.sub("N", notes) or "as stated"
+    """The documented rules an `ok (notes)` status names (each note up to its colon); 'as stated' if none."""
+    notes = status[len("ok ("):-1].split("; ") if status.startswith("ok (") else []
+    return "; ".join(dict.fromkeys(note.split(":")[0] for note in notes)) or "as stated"
 
 
 def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
