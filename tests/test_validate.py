@@ -119,6 +119,19 @@ def test_ep_squared_exports_read_as_k_gpus() -> None:
     small = {**tep, "tp_size": 4, "moe_tp_size": 2, "moe_ep_size": 2}
     assert row_case(small).deployment.tp == 4
     assert row_case({**small, "id": "x_c16_tp2_ep2_9"}).deployment.tp == 2
+    # vLLM TEP4 written as tp 4 × dp 4 with moe_ep 16 and the batch divided by that dp (c64 = 16 × 4)
+    vllm = {**tep, "id": "x_c64_tp4_ep4_9", "silicon_data_source": "silicon_concurrency=64", "tp_size": 4,
+            "attention_dp_size": 4, "moe_tp_size": 1, "moe_ep_size": 16, "batch_size": 16}
+    case = row_case(vllm)
+    d = case.deployment
+    assert (case.systems, d.tp, d.ep, d.attention_dp, d.max_batch_size) == (1, 4, 4, False, 64)
+    # the same pattern at k = 2 fits one system: 4 GPUs of attention DP unless labelled tp2_ep2
+    pair = {**vllm, "id": "x_c16_cfg9", "silicon_data_source": "silicon_concurrency=16", "tp_size": 2,
+            "attention_dp_size": 2, "moe_ep_size": 4, "batch_size": 8}
+    d = row_case(pair).deployment
+    assert (d.tp, d.ep, d.attention_dp) == (4, 4, True)
+    d = row_case({**pair, "id": "x_c16_tp2_ep2_9"}).deployment
+    assert (d.tp, d.ep, d.attention_dp) == (2, 2, False)
 
 
 def test_disaggregated_row_with_empty_batch_and_workers() -> None:

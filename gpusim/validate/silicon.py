@@ -17,8 +17,8 @@ profile, a model YAML and a `Deployment`:
   A batch below the concurrency does not cap the engine: some sources record `batch_size` as the
   concurrency per GPU (c224 on tp4 → 56), and a closed loop keeps every request in flight anyway.
   A concurrency above even batch × GPUs (c416 with batch 13 on tp2) cannot be one engine's closed loop:
-  such an aggregated row is unsupported, with that reason. Columns shaped tp·dp = k², moe_tp = moe_ep = k
-  are an export that multiplied the attention width by EP: read as k GPUs by the rule in `ep_squared`.
+  such an aggregated row is unsupported, with that reason. Columns shaped tp·dp = moe_tp·moe_ep = k² in
+  two patterns are an export that multiplied two widths by EP: read as k GPUs by the rule in `ep_squared`.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
   counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
@@ -166,23 +166,38 @@ def row_dtypes(row: Mapping) -> tuple[Dtype, Dtype, Dtype]:
     return weights, acts, ("bf16" if mode == "bf16" else "fp8")
 
 
-def ep_squared(row: Mapping, prefix: str, domain_gpus: int) -> int | None:
-    """k when a role's columns are an EP-squared export, else None.
+def ep_squared(row: Mapping, prefix: str, domain_gpus: int) -> tuple[int, str] | None:
+    """(k, the attention column written k times too wide) when a role's columns are an EP-squared
+    export, else None.
 
     Data rule: AIC's columns satisfy tp·dp = moe_tp·moe_ep = the instance's GPUs. Some exports (the
-    2026-04-06 file and the db-dump) wrote TEP/DEP runs with tp (or dp) and moe_tp multiplied by the EP
-    width k: tp·dp = k², moe_tp = moe_ep = k. 125 such rows repeat, to the last digit, a measurement that the
-    2026-03-25 file records with k GPUs, and their ids say `_tp<k>_ep<k>`. A role is read as k GPUs (tp or
-    dp divided by k, MoE EP k) when its columns have that shape and either k² GPUs exceed one NVLink domain
-    of the system (so the columns cannot describe one engine) or the id's label says `_tp<k>_ep<k>`.
+    2026-04-06 file and the db-dump) wrote runs of k GPUs with two widths multiplied by k, so that
+    tp·dp = moe_tp·moe_ep = k², in one of two patterns:
+    - TEP/DEP with tp (or dp) and moe_tp multiplied: moe_tp = moe_ep = k. 125 such rows repeat, to the last
+      digit, a measurement that the 2026-03-25 file records with k GPUs. tp is the wide column when it is
+      above 1, else dp (whose per-rank batch the export divided by k as well).
+    - vLLM TEP with the EP width written into dp, and moe_ep = tp·dp: tp = dp = k, moe_tp 1, moe_ep k².
+      The 10 such runs that have a `_tp<k>_ep1` (TPk) twin at the same lengths and concurrency measure a
+      TPOT 0–3.4% above it, as TPk attention with k-way EP does (DP attention would not); dp is the wide
+      column.
+    Their ids say `_tp<k>_ep<k>`. A role is read as k GPUs (the wide column divided by k, MoE EP k) when
+    its columns have one of those patterns and either k² GPUs exceed one NVLink domain of the system (so
+    the columns cannot describe one engine) or the id's label says `_tp<k>_ep<k>`.
     """
     tp, dp = _int(row, f"{prefix}tp_size", 1), _int(row, f"{prefix}attention_dp_size", 1)
-    k, moe_tp = _int(row, f"{prefix}moe_ep_size", 1), _int(row, f"{prefix}moe_tp_size", 1)
-    if k < 2 or moe_tp != k or tp * dp != k * k:
+    moe_tp, moe_ep = _int(row, f"{prefix}moe_tp_size", 1), _int(row, f"{prefix}moe_ep_size", 1)
+    k = math.isqrt(tp * dp)
+    if k < 2 or k * k != tp * dp:
+        return None
+    if moe_tp == moe_ep == k:
+        wide = "tp" if tp > 1 else "dp"
+    elif tp == dp == k and moe_tp == 1 and moe_ep == k * k:
+        wide = "dp"
+    else:
         return None
     label = _ID_TP_EP.search(str(row.get("id") or "")) if not prefix else None
     if k * k > domain_gpus or (label and int(label.group(1)) == int(label.group(2)) == k):
-        return k
+        return k, wide
     return None
 
 
@@ -193,14 +208,15 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
     ep = _int(row, f"{prefix}moe_ep_size", 1) if is_moe else 1
     notes = []
     rank_batch = _num(row, f"{prefix}batch_size")
-    k = ep_squared(row, prefix, domain_gpus) if is_moe else None
-    if k:
-        notes.append(f"{prefix}columns read as an EP-squared export: {k} GPUs (tp·dp = moe_tp·moe_ep = {k}²)")
-        if tp > 1:
-            tp //= k
-        else:  # attention DP: the export divided each rank's batch by k as well
-            dp //= k
-            rank_batch = rank_batch and rank_batch * k
+    squared = ep_squared(row, prefix, domain_gpus) if is_moe else None
+    if squared:
+        ep, wide = squared
+        notes.append(f"{prefix}columns read as an EP-squared export: {ep} GPUs (tp·dp = moe_tp·moe_ep = {ep}²)")
+        if wide == "tp":
+            tp //= ep
+        else:  # the export divided each rank's batch by the k-times-too-wide dp as well
+            dp //= ep
+            rank_batch = rank_batch and rank_batch * ep
     gpus = tp * dp
     if tp > 1 and dp > 1:
         notes.append(f"{prefix}attention TP inside DP: tp{tp}×dp{dp} modelled as attention DP over {gpus} ranks")
