@@ -75,10 +75,29 @@ def scatter_stats(df: pd.DataFrame, keys: dict[str, list[str]], metrics: tuple[s
     return rows
 
 
+def first_wave_weights(df: pd.DataFrame, by: str, min_contrast: float = 0.25) -> list[dict]:
+    """How much the first wave weighs in the measured TTFT mean, per value of `by` (and `all`).
+
+    A closed-loop run's mean TTFT mixes its first wave (the requests sent together at t = 0) with its
+    steady state: mean = w·first + (1 − w)·steady. The simulation predicts both TTFTs (and its own w is
+    one wave in `runner.WAVES`); the measurement implies w = (measured − steady) / (first − steady). Only
+    rows whose predicted first wave exceeds the steady state by `min_contrast` of it are used (elsewhere w
+    is ill-defined). Per group: the rows used and the implied w's median and quartiles."""
+    ok = df[df["predicted"]]
+    first, steady = ok["predicted_ttft_first_wave"], ok["predicted_ttft_steady"]
+    used = ok[(first - steady) >= min_contrast * steady]
+    implied = (used["measured_ttft"] - used["predicted_ttft_steady"]) / (
+        used["predicted_ttft_first_wave"] - used["predicted_ttft_steady"])
+    groups = [("all", implied)] + [(str(v), g) for v, g in implied.groupby(used[by], sort=True)]
+    return [{"value": value, "rows": len(w), "weight_median": _stat(w, "median"),
+             "weight_q25": float(w.quantile(0.25)) if len(w) else None,
+             "weight_q75": float(w.quantile(0.75)) if len(w) else None} for value, w in groups]
+
+
 def worst(partitions: list[dict], metric: str, top: int = 10, min_rows: int = 1) -> list[dict]:
     """The `top` partitions with the largest MAPE of `metric` among those with predictions."""
     scored = [p for p in partitions if p.get(f"mape_{metric}") is not None and p["rows_predicted"] >= min_rows]
     return sorted(scored, key=lambda p: -np.float64(p[f"mape_{metric}"]))[:top]
 
 
-__all__ = ["ape", "error_stats", "partition_errors", "repeat_scatter", "scatter_stats", "worst"]
+__all__ = ["ape", "error_stats", "first_wave_weights", "partition_errors", "repeat_scatter", "scatter_stats", "worst"]

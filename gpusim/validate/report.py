@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpusim.validate.errors import worst
+from gpusim.validate.runner import WAVES
 
 _KINDS_PLOTTED = ("system", "model", "backend", "mode", "isl/osl")
 
@@ -34,6 +35,15 @@ def scatter_table(stats: list[dict]) -> str:
     lines = ["| partition | value | repeated measurements | TTFT scatter | TPOT scatter |", "|---|---|---|---|---|"]
     lines += [f"| {p['kind']} | {p['value']} | {p['rows_repeated']} | {_pct(p['scatter_ttft'])} | "
               f"{_pct(p['scatter_tpot'])} |" for p in stats if p["rows_repeated"]]
+    return "\n".join(lines)
+
+
+def first_wave_table(weights: list[dict]) -> str:
+    """Markdown rows of `first_wave_weights`: group, rows used, implied first-wave weight (quartiles)."""
+    lines = ["| backend | rows | first-wave weight implied by the measurements: median | quartiles |",
+             "|---|---|---|---|"]
+    lines += [f"| {w['value']} | {w['rows']} | {w['weight_median']:.2f} | {w['weight_q25']:.2f}–{w['weight_q75']:.2f} |"
+              for w in weights if w["rows"]]
     return "\n".join(lines)
 
 
@@ -97,6 +107,14 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
                   "results equal) with different results: the mean |measurement / the setup's median − 1| "
                   "over their distinct measurements. A deterministic prediction of such a setup cannot get "
                   "much below it.", "", scatter_table(summary["measurement_scatter"]), ""]
+    if summary.get("first_wave") and summary["first_wave"][0]["rows"]:
+        lines += ["## TTFT: how much the first wave weighs", "",
+                  "A closed-loop run sends its first `concurrency` requests together; its mean TTFT is "
+                  "w × the first wave's + (1 − w) × the steady state's. The simulation sends "
+                  f"{WAVES} × concurrency requests, so w = {1 / WAVES:.2f} in it. On aggregated rows whose "
+                  "predicted first wave is distinguishable from the steady state (≥ 25% above it), the "
+                  "measured mean implies w = (measured − steady) / (first − steady), both predicted:", "",
+                  first_wave_table(summary["first_wave"]), ""]
     lines += ["## Scatter plots", ""]
     for kind in _KINDS_PLOTTED:
         column = PARTITIONS[kind][0]
@@ -108,4 +126,4 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     return path
 
 
-__all__ = ["partition_table", "scatter", "scatter_table", "write_report"]
+__all__ = ["first_wave_table", "partition_table", "scatter", "scatter_table", "write_report"]

@@ -48,6 +48,10 @@ class ClosedLoopResult:
     ttft_mean_s: float
     tpot_mean_s: float
     summary: dict
+    ttft_first_wave_s: float
+    """Mean TTFT of the first `concurrency` requests, which the client sends together at t = 0."""
+    ttft_steady_s: float
+    """Mean TTFT of the requests after them, each sent as an earlier one completes."""
 
 
 def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int, osl: int,
@@ -59,7 +63,11 @@ def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concur
     summary = summarize(records, "concurrency", None, setup.num_gpus)
     # a benchmark client averages every request, the first burst (all `concurrency` at once) included
     df = add_latency_columns(records)
-    return ClosedLoopResult(float(np.mean(df["ttft_s"])), float(np.nanmean(df["tpot_s"])), summary)
+    first = (df["request_id"] < concurrency).to_numpy()
+    ttft = df["ttft_s"].to_numpy()
+    steady = float(np.mean(ttft[~first])) if (~first).any() else float("nan")
+    return ClosedLoopResult(float(np.mean(ttft)), float(np.nanmean(df["tpot_s"])), summary,
+                            float(np.mean(ttft[first])), steady)
 
 
 __all__ = ["RANGE_RATIO", "WAVES", "ClosedLoopResult", "Unsupported", "closed_loop_samples", "simulate_closed_loop"]

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.hardware import Dtype, load_hardware
 from gpusim.specs.model import load_model, model_names
 from gpusim.specs.software import software_names
-from gpusim.validate.errors import error_stats, partition_errors, repeat_scatter, scatter_stats
+from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
 from gpusim.validate.runner import Unsupported, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
@@ -304,22 +305,38 @@ def row_case(row: Mapping) -> SiliconCase:
 
 
 # ---- simulate ---------------------------------------------------------------------------------------
-def predict_case(case: SiliconCase) -> tuple[float | None, float | None, str]:
-    """(TTFT ms, TPOT ms, status) of one case; status 'ok' or 'unsupported: …' / 'error: …'."""
+class Prediction(NamedTuple):
+    """One case's prediction (ms); status 'ok' or 'unsupported: …'. The TTFT mean splits into the first
+    wave's (the `concurrency` requests sent together at t = 0) and the steady state's after it."""
+
+    ttft_ms: float | None
+    tpot_ms: float | None
+    status: str
+    ttft_first_wave_ms: float | None = None
+    ttft_steady_ms: float | None = None
+
+
+PREDICTION_COLUMNS = ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status", "predicted_ttft_first_wave_ms",
+                      "predicted_ttft_steady_ms"]
+
+
+def predict_case(case: SiliconCase) -> Prediction:
+    """The prediction of one case, or why there is none."""
     try:
         hw = load_hardware(case.hardware, case.systems)
         res = simulate_closed_loop(hw, load_model(case.model), case.deployment, case.concurrency, case.isl,
                                    case.osl, source=f"silicon row {case.deployment.name}")
     except Unsupported as exc:
-        return None, None, f"unsupported: {exc}"
+        return Prediction(None, None, f"unsupported: {exc}")
     except InputError as exc:
-        return None, None, f"unsupported: {exc.field}: {exc.message}"
+        return Prediction(None, None, f"unsupported: {exc.field}: {exc.message}")
     status = "ok" + (f" ({'; '.join(case.notes)})" if case.notes else "")
-    return res.ttft_mean_s * 1e3, res.tpot_mean_s * 1e3, status
+    return Prediction(res.ttft_mean_s * 1e3, res.tpot_mean_s * 1e3, status, res.ttft_first_wave_s * 1e3,
+                      res.ttft_steady_s * 1e3)
 
 
 def predict_rows(rows: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
-    """`id, predicted_ttft_ms, predicted_tpot_ms, status` for every row, in order; identical cases run once."""
+    """`PREDICTION_COLUMNS` for every row, in order; identical cases run once."""
     cases: list[SiliconCase | None] = []
     statuses: list[str] = []
     for row in rows.to_dict("records"):
@@ -337,11 +354,9 @@ def predict_rows(rows: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
             results = dict(zip([c.key for c in order], pool.map(predict_case, order, chunksize=1), strict=True))
     else:
         results = {c.key: predict_case(c) for c in order}
-    out = []
-    for row_id, case, status in zip(rows["id"], cases, statuses, strict=True):
-        ttft, tpot, st = results[case.key] if case is not None else (None, None, status)
-        out.append({"id": row_id, "predicted_ttft_ms": ttft, "predicted_tpot_ms": tpot, "status": st})
-    return pd.DataFrame(out, columns=["id", "predicted_ttft_ms", "predicted_tpot_ms", "status"])
+    out = [(row_id, *(results[case.key] if case is not None else Prediction(None, None, status)))
+           for row_id, case, status in zip(rows["id"], cases, statuses, strict=True)]
+    return pd.DataFrame(out, columns=PREDICTION_COLUMNS)
 
 
 def _one_line(exc: Exception) -> str:
@@ -353,6 +368,7 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
     """Rows with their partition columns, measured and predicted values (ms), a `predicted` flag and each
     measurement's `repeat_scatter` among the repeated measurements of its setup in `sample` (the whole
     file the rows come from; default the rows themselves)."""
+    predictions = predictions.reindex(columns=PREDICTION_COLUMNS)
     t = pd.DataFrame({
         "id": rows["id"].to_numpy(),
         "system": rows["system"].to_numpy(),
@@ -364,6 +380,8 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
         "measured_tpot": rows["silicon_tpot_ms"].astype(float).to_numpy(),
         "predicted_ttft": predictions["predicted_ttft_ms"].astype(float).to_numpy(),
         "predicted_tpot": predictions["predicted_tpot_ms"].astype(float).to_numpy(),
+        "predicted_ttft_first_wave": predictions["predicted_ttft_first_wave_ms"].astype(float).to_numpy(),
+        "predicted_ttft_steady": predictions["predicted_ttft_steady_ms"].astype(float).to_numpy(),
         "status": predictions["status"].to_numpy(),
     })
     t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
@@ -401,6 +419,7 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "not_predicted": {k: int(v) for k, v in not_predicted.items()},
         "partitions": partition_errors(table, PARTITIONS, METRICS),
         "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
+        "first_wave": first_wave_weights(table[table["mode"] == "agg"], "backend"),
     }
 
 
