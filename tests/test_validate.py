@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpusim.cli import main
-from gpusim.validate.errors import error_stats, partition_errors, repeat_scatter, scatter_stats
+from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
 from gpusim.validate.mlperf import validate_mlperf
 from gpusim.validate.runner import Unsupported
 from gpusim.validate.silicon import (
@@ -315,7 +315,7 @@ def test_mlperf_validator_searches_each_row_on_its_own_gpus_in_parallel(tmp_path
 def test_first_wave_weight_implied_by_the_measured_mean() -> None:
     """Mean TTFT = w·first + (1 − w)·steady: a row measured at 0.3·1000 + 0.7·100 = 370 ms implies w = 0.3,
     one at 100 ms w = 0; a row whose first wave is within 25% of its steady state says nothing."""
-    from gpusim.validate.errors import first_wave_weights
+    from gpusim.validate.report import first_wave_table
 
     t = pd.DataFrame({"backend": ["x", "x", "y", "y"], "predicted": [True, True, True, False],
                       "measured_ttft": [370.0, 100.0, 500.0, 900.0], "predicted_ttft": [190.0, 190.0, 110.0, math.nan],
@@ -325,20 +325,18 @@ def test_first_wave_weight_implied_by_the_measured_mean() -> None:
     assert got["all"]["rows"] == 2 and set(got) == {"all", "x"}
     assert got["x"]["weight_median"] == pytest.approx(0.15)
     assert (got["x"]["weight_q25"], got["x"]["weight_q75"]) == pytest.approx((0.075, 0.225))
-    from gpusim.validate.report import first_wave_table
-
     assert "| x | 2 | 0.15 |" in first_wave_table(list(got.values()))
 
 
 def test_closed_loop_splits_the_first_wave_from_the_steady_state() -> None:
     """32 requests of 4k tokens sent at once queue behind each other's prefill; later ones arrive spread
     out as earlier ones finish. The mean is the request-weighted mix of the two."""
-    case = row_case({**AGG_DENSE, "id": "llama_h100_trtllm_agg_4096x512_c32_tp2", "isl": 4096, "osl": 512,
-                     "silicon_data_source": "silicon_concurrency=32", "tp_size": 2, "batch_size": 32})
     from gpusim.specs.hardware import load_hardware
     from gpusim.specs.model import load_model
     from gpusim.validate.runner import WAVES, simulate_closed_loop
 
+    case = row_case({**AGG_DENSE, "id": "llama_h100_trtllm_agg_4096x512_c32_tp2", "isl": 4096, "osl": 512,
+                     "silicon_data_source": "silicon_concurrency=32", "tp_size": 2, "batch_size": 32})
     res = simulate_closed_loop(load_hardware(case.hardware, case.systems), load_model(case.model),
                                case.deployment, 32, 4096, 512)
     assert res.ttft_first_wave_s > 2 * res.ttft_steady_s
