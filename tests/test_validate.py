@@ -341,3 +341,15 @@ def test_closed_loop_splits_the_first_wave_from_the_steady_state() -> None:
                                case.deployment, 32, 4096, 512)
     assert res.ttft_first_wave_s > 2 * res.ttft_steady_s
     assert res.ttft_mean_s == pytest.approx((res.ttft_first_wave_s + (WAVES - 1) * res.ttft_steady_s) / WAVES)
+
+
+def test_one_wave_per_run_makes_the_mean_the_first_wave(capsys) -> None:
+    """`--waves 1`: every request is sent at t = 0, so the mean TTFT is the first wave's; 0 waves is bad input."""
+    from gpusim.validate.silicon import predict_rows
+
+    rows = pd.DataFrame([AGG_DENSE], columns=SILICON_COLUMNS)
+    one, ten = predict_rows(rows, 1, waves=1).iloc[0], predict_rows(rows, 1).iloc[0]
+    assert one["predicted_ttft_ms"] == pytest.approx(one["predicted_ttft_first_wave_ms"])
+    assert math.isnan(one["predicted_ttft_steady_ms"]) and not math.isnan(ten["predicted_ttft_steady_ms"])
+    assert main(["validate", "silicon", "x.csv", "--waves", "0"]) == 2
+    assert "waves: must be > 0" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from gpusim.errors import InputError
+from gpusim.validate.runner import WAVES
 
 SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions")
 
@@ -22,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--held-out", action="store_true",
                    help="only the rows `gpusim calibrate` holds out (a fixed-seed 30%%), before --sample")
     s.add_argument("--workers", type=int, default=2, help="processes simulating rows in parallel")
+    s.add_argument("--waves", type=int, default=WAVES,
+                   help=f"requests per run in multiples of the concurrency (default {WAVES}, InferenceX's client); "
+                        "the first wave weighs 1/N in the mean TTFT")
     s.add_argument("--out", type=Path, help="write DIR/rows.csv (id, predicted_ttft_ms, predicted_tpot_ms, status)")
     s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
     s.set_defaults(func=_cmd_silicon)
@@ -37,15 +41,18 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
     from gpusim.validate.report import partition_table, write_report
     from gpusim.validate.silicon import validate_silicon
 
-    if args.sample is not None and args.sample < 1:
-        raise InputError("command line", "sample", f"must be > 0, got {args.sample}")
-    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out)
+    for name in ("sample", "waves"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise InputError("command line", name, f"must be > 0, got {value}")
+    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out, args.waves)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.rows_csv.to_csv(args.out / "rows.csv", index=False)
     if args.report is not None:
         sample = (" --held-out" if args.held_out else "") + (
-            f" --sample {args.sample} --seed {args.seed}" if args.sample else "")
+            f" --sample {args.sample} --seed {args.seed}" if args.sample else "") + (
+            f" --waves {args.waves}" if args.waves != WAVES else "")
         write_report(args.report, result.table, result.summary, "Silicon validation",
                      f"gpusim validate silicon {args.path}{sample} --report {args.report}")
     s = result.summary

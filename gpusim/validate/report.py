@@ -108,10 +108,11 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
                   "over their distinct measurements. A deterministic prediction of such a setup cannot get "
                   "much below it.", "", scatter_table(summary["measurement_scatter"]), ""]
     if summary.get("first_wave") and summary["first_wave"][0]["rows"]:
+        waves = summary.get("waves", WAVES)
         lines += ["## TTFT: how much the first wave weighs", "",
                   "A closed-loop run sends its first `concurrency` requests together; its mean TTFT is "
                   "w × the first wave's + (1 − w) × the steady state's. The simulation sends "
-                  f"{WAVES} × concurrency requests, so w = {1 / WAVES:.2f} in it. On aggregated rows whose "
+                  f"{waves} × concurrency requests, so w = {1 / waves:.2f} in it. On aggregated rows whose "
                   "predicted first wave is distinguishable from the steady state (≥ 25% above it), the "
                   "measured mean implies w = (measured − steady) / (first − steady), both predicted:", "",
                   first_wave_table(summary["first_wave"]), ""]

@@ -36,9 +36,9 @@ the other sources do not document their client, and fixed lengths keep a simulat
 lock-step bursts that real clients do not see (on 2,000 rows this halves vLLM's TTFT MAPE)."""
 
 
-def closed_loop_samples(concurrency: int) -> int:
-    """Requests to issue: `WAVES` × the concurrency."""
-    return WAVES * concurrency
+def closed_loop_samples(concurrency: int, waves: int = WAVES) -> int:
+    """Requests to issue: `waves` × the concurrency."""
+    return waves * concurrency
 
 
 @dataclass(frozen=True)

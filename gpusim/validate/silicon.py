@@ -41,6 +41,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,7 +54,7 @@ from gpusim.specs.hardware import Dtype, load_hardware
 from gpusim.specs.model import load_model, model_names
 from gpusim.specs.software import software_names
 from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
-from gpusim.validate.runner import Unsupported, simulate_closed_loop
+from gpusim.validate.runner import WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
 PARTITIONS: dict[str, list[str]] = {
@@ -320,12 +321,13 @@ PREDICTION_COLUMNS = ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status", 
                       "predicted_ttft_steady_ms"]
 
 
-def predict_case(case: SiliconCase) -> Prediction:
-    """The prediction of one case, or why there is none."""
+def predict_case(case: SiliconCase, waves: int = WAVES) -> Prediction:
+    """The prediction of one case (its client sending `waves` × concurrency requests), or why there is none."""
     try:
         hw = load_hardware(case.hardware, case.systems)
         res = simulate_closed_loop(hw, load_model(case.model), case.deployment, case.concurrency, case.isl,
-                                   case.osl, source=f"silicon row {case.deployment.name}")
+                                   case.osl, closed_loop_samples(case.concurrency, waves),
+                                   source=f"silicon row {case.deployment.name}")
     except Unsupported as exc:
         return Prediction(None, None, f"unsupported: {exc}")
     except InputError as exc:
@@ -335,8 +337,8 @@ def predict_case(case: SiliconCase) -> Prediction:
                       res.ttft_steady_s * 1e3)
 
 
-def predict_rows(rows: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
-    """`PREDICTION_COLUMNS` for every row, in order; identical cases run once."""
+def predict_rows(rows: pd.DataFrame, workers: int = 2, waves: int = WAVES) -> pd.DataFrame:
+    """`PREDICTION_COLUMNS` for every row, in order; identical cases run once (`predict_case`, `waves`)."""
     cases: list[SiliconCase | None] = []
     statuses: list[str] = []
     for row in rows.to_dict("records"):
@@ -351,9 +353,10 @@ def predict_rows(rows: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
     order = sorted(unique.values(), key=lambda c: -c.concurrency * (c.isl + c.osl))
     if workers > 1 and len(order) > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = dict(zip([c.key for c in order], pool.map(predict_case, order, chunksize=1), strict=True))
+            runs = pool.map(partial(predict_case, waves=waves), order, chunksize=1)
+            results = dict(zip([c.key for c in order], runs, strict=True))
     else:
-        results = {c.key: predict_case(c) for c in order}
+        results = {c.key: predict_case(c, waves) for c in order}
     out = [(row_id, *(results[case.key] if case is not None else Prediction(None, None, status)))
            for row_id, case, status in zip(rows["id"], cases, statuses, strict=True)]
     return pd.DataFrame(out, columns=PREDICTION_COLUMNS)
@@ -483,15 +486,17 @@ class SiliconValidation:
 
 
 def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0,
-                     held_out: bool = False) -> SiliconValidation:
-    """Predict every row of the silicon CSV at `path` (or those calibration holds out) and score it."""
+                     held_out: bool = False, waves: int = WAVES) -> SiliconValidation:
+    """Predict every row of the silicon CSV at `path` (or those calibration holds out), each run as a client
+    sending `waves` × concurrency requests, and score it."""
     started = time.perf_counter()
     every = read_rows(path)
     rows = select_rows(every, sample, seed, held_out)
-    table = scored_table(rows, predict_rows(rows, workers), every)
+    table = scored_table(rows, predict_rows(rows, workers, waves), every)
     summary = summarize_table(table)
     wall = time.perf_counter() - started
     summary["wall_s"] = wall
+    summary["waves"] = waves
     return SiliconValidation(table, summary, wall)
 
 
