@@ -78,3 +78,16 @@ def test_kernel_tables_load_and_compare() -> None:
     assert (tables["moe_fp4"]["moe_ep_size"] == 1).all()
     errors = kernels.family_errors(tables, kernels.predict(tables, hw, sw, p))
     assert all(e["rows"] > 0 and e["mape"] >= 0 for e in errors.values())
+
+
+def test_saturated_gemm_efficiency_reads_compute_bound_shapes_only() -> None:
+    """Compute-bound shapes timed at eff 0.5 on the shape curve give 0.5; memory-bound shapes and block-scaled
+    FP8 (not gpusim's fp8) are left out, and a table of only those gives None."""
+    hw, m_half = load_hardware("b200-hgx"), 64.0
+    peak = hw.peak_flops("fp8")
+    rows = [(m, n, k, "fp8", 2 * m * n * k / (peak * 0.5 * m / (m + m_half)) * 1e3)
+            for m, n, k in [(8192, 8192, 8192), (16384, 8192, 8192), (8192, 16384, 16384)]]
+    rows += [(1, 8192, 8192, "fp8", 1.0), (16, 4096, 4096, "fp8", 0.5), (8192, 8192, 8192, "fp8_block", 100.0)]
+    df = pd.DataFrame(rows, columns=["m", "n", "k", "gemm_dtype", "latency"]).assign(dtype="fp8")
+    assert kernels.saturated_gemm_efficiency(df, hw, m_half) == pytest.approx(0.5)
+    assert kernels.saturated_gemm_efficiency(df.iloc[3:], hw, m_half) is None

@@ -7,6 +7,7 @@ latency is compared with the time gpusim's cost model gives the same op, and a f
 software profile are fitted per system by least squares on log time:
 
     python -m gpusim.calibrate.kernels [--systems gb300 h100_sxm] [--max-rows 2000] [--json]
+    python -m gpusim.calibrate.kernels --saturated   # eff_max per GEMM precision and architecture
 
 The formulas are vectorised copies of what `gpusim/perf/step.py` does per op class (see each
 `_predict_*`); `tests/test_kernels.py` checks them against the scalar code. Fitted values are printed,
@@ -397,6 +398,48 @@ def fit_per_family(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwarePr
     return out
 
 
+SATURATION = 4.0
+"""A GEMM is compute-bound when its arithmetic intensity is this many times the roofline's ridge point."""
+
+
+def saturated_gemm_efficiency(gemm: pd.DataFrame, hw: Hardware, m_half: float) -> float | None:
+    """eff_max of one GEMM table (one precision): over its compute-bound shapes (`SATURATION`), the median
+    of the achieved fraction of the tensor-core peak divided by the shape curve m / (m + m_half). Neither
+    the per-kernel time nor the memory roofline enters there, so this is what a prefill-sized GEMM gets;
+    a joint fit over all shapes lets small memory-bound shapes pull the efficiency down instead. A
+    diagnostic: the profiles keep faster dense GEMMs, as the MLPerf results require (README)."""
+    df = gemm[gemm["gemm_dtype"] != "fp8_block"]  # block-scaled FP8 is not gpusim's per-tensor fp8
+    if df.empty:
+        return None
+    m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
+    wb = df["dtype"].map(DTYPE_BYTES).to_numpy(float)
+    peak = Machine(hw).peak(df["dtype"])
+    intensity = 2 * m * n * k / ((m * k + n * k) * wb + m * n * 2.0)
+    bound = intensity > SATURATION * peak / hw.hbm_bandwidth
+    if not bound.any():
+        return None
+    achieved = 2 * m * n * k / (df["latency"].to_numpy(float) * 1e-3) / peak
+    return float(np.median((achieved / (m / (m + m_half)))[bound]))
+
+
+def saturated_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,
+                              sw: SoftwareProfile | None = None) -> dict[str, dict[str, float]]:
+    """`gemm_efficiency_max` / `_fp8` / `_fp4` per GPU architecture: `saturated_gemm_efficiency` per system,
+    the median over the architecture's systems."""
+    sw = sw or load_software("trtllm")
+    values: dict[str, dict[str, list[float]]] = {}
+    for system in systems:
+        hw = load_hardware(_profile(system))
+        m_half = sw.for_architecture(hw.gpu.architecture).gemm_m_half.value
+        for name, df in load_tables(data, system, max_rows).items():
+            if df["op"].iloc[0] == "gemm":
+                eff = saturated_gemm_efficiency(df, hw, m_half)
+                if eff is not None:
+                    dtype = name.removeprefix("gemm_")
+                    values.setdefault(hw.gpu.architecture, {}).setdefault(_GEMM_EFF[dtype], []).append(eff)
+    return {arch: {k: round(float(np.median(v)), 3) for k, v in vals.items()} for arch, vals in values.items()}
+
+
 def calibrate_system(data: Path, system: str, max_rows: int | None = 2000) -> dict:
     """Errors with the profile's constants, the fitted constants, and the errors with them, for one system."""
     hw = load_hardware(_profile(system))
@@ -427,11 +470,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", nargs="*", default=list(SYSTEMS))
     ap.add_argument("--max-rows", type=int, default=2000, help="rows per family and system (seeded sample)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--saturated", action="store_true", help="only the compute-bound GEMM efficiencies per "
+                    "architecture (saturated_gemm_efficiency)")
     args = ap.parse_args(argv)
     data = aic_data_dir()
     if data is None:
         print("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
         return 2
+    if args.saturated:
+        print(json.dumps(saturated_by_architecture(data, tuple(args.systems), args.max_rows), indent=1))
+        return 0
     results = []
     for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
         results.append(calibrate_system(data, system, args.max_rows))
