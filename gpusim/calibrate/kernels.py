@@ -128,14 +128,19 @@ def _gemm_eff(m: np.ndarray, p: dict, dtypes: pd.Series, scale: float | np.ndarr
     return _eff_max(dtypes, p) * scale * m / (m + p["gemm_m_half"])
 
 
-def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
-    """step.py GemmOp: 2mnk FLOPs; weights n·k, input m·k at the GEMM precision, output m·n bf16."""
-    wb = df["dtype"].map(DTYPE_BYTES).to_numpy()
+def _gemm_work(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(m, FLOPs, HBM bytes) per GEMM row as step.py's GemmOp counts them: 2mnk FLOPs; weights n·k and
+    input m·k at the GEMM precision, output m·n bf16."""
+    wb = df["dtype"].map(DTYPE_BYTES).to_numpy(float)
     m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
-    bytes_ = n * k * wb + m * (k * wb + n * 2.0)
+    return m, 2 * m * n * k, n * k * wb + m * (k * wb + n * 2.0)
+
+
+def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
+    """step.py GemmOp on the roofline (`_gemm_work`)."""
+    m, flops, bytes_ = _gemm_work(df)
     bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
-    return _roofline(2 * m * n * k, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"]),
-                     p["gemm_kernel_us"] * 1e-6)
+    return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"]), p["gemm_kernel_us"] * 1e-6)
 
 
 def _causal_pairs(isl: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -411,14 +416,12 @@ def saturated_gemm_efficiency(gemm: pd.DataFrame, hw: Hardware, m_half: float) -
     df = gemm[gemm["gemm_dtype"] != "fp8_block"]  # block-scaled FP8 is not gpusim's per-tensor fp8
     if df.empty:
         return None
-    m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
-    wb = df["dtype"].map(DTYPE_BYTES).to_numpy(float)
+    m, flops, bytes_ = _gemm_work(df)
     peak = Machine(hw).peak(df["dtype"])
-    intensity = 2 * m * n * k / ((m * k + n * k) * wb + m * n * 2.0)
-    bound = intensity > SATURATION * peak / hw.hbm_bandwidth
+    bound = flops / bytes_ > SATURATION * peak / hw.hbm_bandwidth
     if not bound.any():
         return None
-    achieved = 2 * m * n * k / (df["latency"].to_numpy(float) * 1e-3) / peak
+    achieved = flops / (df["latency"].to_numpy(float) * 1e-3) / peak
     return float(np.median((achieved / (m / (m + m_half)))[bound]))
 
 
