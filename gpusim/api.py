@@ -15,6 +15,7 @@ from gpusim.build import Setup, prepare
 from gpusim.loadgen import scenarios
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
+from gpusim.perf.table_step import TableStepCostModel
 from gpusim.sim.cluster import SimStats
 from gpusim.specs.benchmark import BenchmarkSpec
 from gpusim.specs.deployment import Deployment
@@ -47,7 +48,7 @@ def run(
 def run_spec(spec: RunSpec, source: str = "command line") -> Result:
     """Simulate the run that `spec` describes."""
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription,
-                    spec.model)
+                    spec.model, spec.timing)
     return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
 
 
@@ -83,6 +84,8 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
         "prefix_hit_rate": stats.prefix_hit_rate,
         "seed": spec.seed,
+        "timing": setup.timing,
+        "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
         "wall_s": wall,
     }
     summary.update(energy_and_cost(summary, hw, stats))

@@ -8,17 +8,20 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gpusim.deploy import check_deployment, default_deployment, pool_counts, roles
+from gpusim.errors import InputError
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.capacity import instance_rate
+from gpusim.perf.kernel_tables import kernel_tables
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import StepCostModel
+from gpusim.perf.table_step import TableStepCostModel
 from gpusim.sim.cluster import Cluster, Pool, SimStats
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.experiment import load_deployment
+from gpusim.specs.experiment import Timing, load_deployment
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model
 
@@ -32,6 +35,7 @@ class Setup:
     model: ModelSpec
     deployment: Deployment
     pools: tuple[Pool, ...]
+    timing: Timing = "roofline"
 
     @property
     def num_gpus(self) -> int:
@@ -46,7 +50,7 @@ class Setup:
 
     def with_deployment(self, dep: Deployment, source: str = "deployment") -> Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
-        return make_setup(self.hardware, self.bench, self.model, dep, source)
+        return make_setup(self.hardware, self.bench, self.model, dep, source, self.timing)
 
     def software_ms(self, name: str) -> float:
         """A millisecond constant of the deployment's software profile, in seconds (0 for cost models
@@ -75,21 +79,36 @@ class Setup:
         return records, cluster.stats(), time.perf_counter() - started
 
 
-def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str) -> Setup:
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str,
+               timing: Timing = "roofline") -> Setup:
     """Check `dep` against the hardware and model and build its pools (an unset front end is the
     benchmark's)."""
     if dep.frontend is None:
         dep = dep.model_copy(update={"frontend": bench.frontend})
     check_deployment(hw, model, dep, source)
     pools = tuple(
-        Pool(role, StepCostModel(hw, model, d), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
+        Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
         for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
     )
-    return Setup(hw, bench, model, dep, pools)
+    return Setup(hw, bench, model, dep, pools, timing)
+
+
+def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str) -> StepCostModel:
+    """The step cost model of one role: the roofline with the software profile's constants, or measured
+    kernel tables (`timing: table`, needs the calibration extra and a system the tables cover)."""
+    if timing == "roofline":
+        return StepCostModel(hw, model, dep)
+    tables = kernel_tables(hw.id, dep.software)
+    if tables is None:
+        raise InputError(source, "timing", f"no measured kernel tables for {hw.id} with {dep.software}; valid: "
+                         "roofline, or table with aiconfigurator-core==0.12.0 installed (pip install "
+                         "'gpusim[calibration]') on h100-hgx, h200-hgx, b200-hgx, b300-hgx, gb200-nvl72 or gb300-nvl72")
+    return TableStepCostModel(hw, model, dep, tables)
 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
-            source: str = "command line", oversubscription: float = 1.0, model: str | None = None) -> Setup:
+            source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
+            timing: Timing = "roofline") -> Setup:
     """Load profiles by name and build the setup; the default deployment when none is given. `model`
     replaces the benchmark's model (the benchmark still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
@@ -99,4 +118,4 @@ def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | D
         dep, dep_source = default_deployment(hw, model), source
     else:
         dep, dep_source = load_deployment(deployment)
-    return make_setup(hw, bench, model, dep, dep_source)
+    return make_setup(hw, bench, model, dep, dep_source, timing)

@@ -68,6 +68,7 @@ def test_experiment_yaml_runs_and_flags_override(capsys, tmp_path):
         (["run", *SMALL, "--scenario", "server"], "needs qps"),
         (["run", *SMALL, "--scenario", "concurrency", "--concurrency", "4"], "needs isl"),
         (["show", "hardware", "nope"], "valid:"),
+        (["run", "--hardware", "vr-nvl72", "--timing", "table"], "timing: no measured kernel tables"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_2(capsys, args, needle):

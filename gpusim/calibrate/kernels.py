@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +25,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpusim.perf.kernel_tables import aic_data_dir, table_path
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.software import SoftwareProfile, load_software
 from gpusim.validate.silicon import map_system
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
-CURRENT_TRTLLM = "1.3.0rc20"
-"""AIC 0.12.0's `current` trtllm slot (systems/query_versions.yaml); other versions back-fill."""
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
@@ -73,24 +71,6 @@ Block-scaled FP8 (`fp8_block`, 128x128 scales: DeepGEMM on Hopper runs it at abo
 FP8) is not a gpusim precision, so its rows are left out: gpusim's `fp8` is per-tensor FP8."""
 # DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
 _MLA_QK_NOPE, _MLA_ROPE, _MLA_V, _MLA_LORA = 128, 64, 128, 512
-
-
-def aic_data_dir() -> Path | None:
-    """`aiconfigurator_core/systems/data` of the installed package, or None without the extra."""
-    try:
-        import aiconfigurator_core
-    except ImportError:
-        return None
-    path = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
-    return path if path.is_dir() else None
-
-
-def table_path(data: Path, system: str, family: str, file: str, backend: str = "trtllm") -> Path | None:
-    """The parquet of the current version if present, else of the newest version that has it."""
-    versions = sorted((data / system / family / backend).glob(f"*/{file}"),
-                      key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.parent.name)])
-    current = [p for p in versions if p.parent.name == CURRENT_TRTLLM]
-    return (current or versions[-1:] or [None])[0]
 
 
 # ---- gpusim's formulas, vectorised ----------------------------------------------------------------------

@@ -29,13 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--duration", dest="duration_s", type=float, help="seconds of arrivals (server)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
+    r.add_argument("--timing", choices=["roofline", "table"],
+                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
     r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.set_defaults(func=_cmd_run)
 
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
-               "deployment", "duration_s", "samples", "seed", "oversubscription")
+               "deployment", "duration_s", "samples", "seed", "oversubscription", "timing")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -91,6 +93,9 @@ def _format_summary(s: dict) -> str:
         f"TTFT        p50 {_ms(s['ttft_p50_s'])}  p99 {_ms(s['ttft_p99_s'])}",
         f"TPOT        p50 {_ms(s['tpot_p50_s'])}  p99 {_ms(s['tpot_p99_s'])}",
     ]
+    for role, sources in s["kernel_sources"].items():
+        table = [op for op, src in sources.items() if src == "table"]
+        lines.append(f"timing      {role}: measured tables for {', '.join(table) or 'no op'}; roofline for the rest")
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
     return "\n".join(lines)

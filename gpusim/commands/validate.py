@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--waves", type=int, default=WAVES,
                    help=f"requests per run in multiples of the concurrency (default {WAVES}, InferenceX's client); "
                         "the first wave weighs 1/N in the mean TTFT")
+    s.add_argument("--timing", choices=["roofline", "table"], default="roofline",
+                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
     s.add_argument("--out", type=Path, help="write DIR/rows.csv (id, predicted_ttft_ms, predicted_tpot_ms, status)")
     s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
     s.set_defaults(func=_cmd_silicon)
@@ -45,14 +47,22 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise InputError("command line", name, f"must be > 0, got {value}")
-    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out, args.waves)
+    if args.timing == "table":
+        from gpusim.perf.kernel_tables import aic_data_dir
+
+        if aic_data_dir() is None:
+            raise InputError("command line", "--timing", "table needs aiconfigurator-core==0.12.0 "
+                             "(pip install 'gpusim[calibration]'); valid without it: roofline")
+    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out, args.waves,
+                              args.timing)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.rows_csv.to_csv(args.out / "rows.csv", index=False)
     if args.report is not None:
         sample = (" --held-out" if args.held_out else "") + (
             f" --sample {args.sample} --seed {args.seed}" if args.sample else "") + (
-            f" --waves {args.waves}" if args.waves != WAVES else "")
+            f" --waves {args.waves}" if args.waves != WAVES else "") + (
+            f" --timing {args.timing}" if args.timing != "roofline" else "")
         write_report(args.report, result.table, result.summary, "Silicon validation",
                      f"gpusim validate silicon {args.path}{sample} --report {args.report}")
     s = result.summary

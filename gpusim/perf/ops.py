@@ -64,6 +64,8 @@ class GemmOp:
     split: int = 1
     """Tokens are divided over this many ranks (attention DP); the busiest gets ceil(T / split)."""
     kernels: int = 1
+    shapes: tuple[tuple[int, int], ...] = ()
+    """(n, k) of each GEMM kernel of one occurrence (for the measured-table timing; empty: not a GEMM)."""
 
     def tokens(self, t: int) -> int:
         return ceil_div(t, self.split)
@@ -212,8 +214,10 @@ def _linear_attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: floa
     out_params = v * h
     in_params = linear_params_per_gpu(model, dep) - out_params
     return [
-        GemmOp("linear_in_proj", la.layers, in_params * wb, 2 * in_params, h * ab + in_params / h * BF16, gd, dp),
-        GemmOp("linear_out_proj", la.layers, out_params * wb, 2 * out_params, v * ab + h * BF16, gd, dp),
+        GemmOp("linear_in_proj", la.layers, in_params * wb, 2 * in_params, h * ab + in_params / h * BF16, gd, dp,
+               shapes=((round(in_params / h), h),)),
+        GemmOp("linear_out_proj", la.layers, out_params * wb, 2 * out_params, v * ab + h * BF16, gd, dp,
+               shapes=((h, round(v)),)),
     ]
 
 
@@ -228,15 +232,20 @@ def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> l
         o_params = nq * d * h
         qkv_out = (nq * (2 if model.attention_output_gate else 1) + 2 * ceil_div(model.num_kv_heads, tp)) * d
         o_in = nq * d
+        in_shapes: tuple[tuple[int, int], ...] = ((qkv_out, h),)
     else:
         m = model.mla
         o_params = n * m.v_head_dim * h / tp
         qkv_out = nq * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.kv_lora_rank + m.qk_rope_head_dim
         o_in = nq * m.v_head_dim
+        q_head = nq * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        q = ((m.q_lora_rank, h), (q_head, m.q_lora_rank)) if m.q_lora_rank else ((q_head, h),)
+        in_shapes = (*q, (m.kv_lora_rank + m.qk_rope_head_dim, h),
+                     (nq * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank))
     in_params = attention_params_per_gpu(model, dep) - o_params
     return [
-        GemmOp("qkv_proj", L, in_params * wb, 2 * in_params, h * ab + qkv_out * BF16, gd, dp),
-        GemmOp("o_proj", L, o_params * wb, 2 * o_params, o_in * ab + h * BF16, gd, dp),
+        GemmOp("qkv_proj", L, in_params * wb, 2 * in_params, h * ab + qkv_out * BF16, gd, dp, shapes=in_shapes),
+        GemmOp("o_proj", L, o_params * wb, 2 * o_params, o_in * ab + h * BF16, gd, dp, shapes=((h, o_in),)),
     ]
 
 
@@ -245,7 +254,8 @@ def _ffn(name: str, count: int, model: ModelSpec, width_gpu: float, wb: float, a
     h = model.hidden_size
     params = 3 * h * width_gpu
     io = h * (ab + BF16) + 2 * width_gpu * ab
-    return GemmOp(name, count, params * wb, 2 * params, io, gd, 1, kernels=2)
+    w = round(width_gpu)
+    return GemmOp(name, count, params * wb, 2 * params, io, gd, 1, kernels=2, shapes=((2 * w, h), (h, w)))
 
 
 def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> ModelOps:
@@ -265,7 +275,8 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
     moe = model.moe
     if moe is not None and moe_layers:
         e = moe.num_experts
-        ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp))
+        ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp,
+                          shapes=((e, h),)))
         ie_gpu = moe.expert_intermediate_size * ep / tp
         moe_act = wider(dep.activations, moe.min_activations or dep.activations)
         moe_gd, moe_ab = wider(dep.weights, moe_act), DTYPE_BYTES[moe_act]
@@ -295,7 +306,8 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
     if pp > 1:
         comm.append(CommOp("pp_send_recv", "p2p", pp - 1, 2, h * BF16))
 
-    lm_head = GemmOp("lm_head", 1, V * h / tp * BF16, 2 * h * V / tp, h * BF16 + V / tp * 4, "bf16")
+    lm_head = GemmOp("lm_head", 1, V * h / tp * BF16, 2 * h * V / tp, h * BF16 + V / tp * 4, "bf16",
+                     shapes=((ceil_div(V, tp), h),))
     return ModelOps(tuple(ops), tuple(comm), lm_head, _attention(model, dep, kvb))
 
 

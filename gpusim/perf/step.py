@@ -28,6 +28,7 @@ Attention DP: sequences are split evenly over the tp ranks and the step waits fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
@@ -136,6 +137,11 @@ class StepCostModel:
         self._kv_s = max(t_dec_c * self._verify, t_dec_m)
         self._decode_bound = "compute" if t_dec_c * self._verify > t_dec_m else "memory"
         self._layers = model.num_layers
+        self._pair_table: Callable[[BatchShape], float] | None = None
+        self._kv_table: Callable[[int, float], float] | None = None
+        """Measured-table timing (`TableStepCostModel`): seconds per causal pair and layer of a prefill
+        batch, and per KV token and layer for (decode sequences of the busiest rank, their mean context),
+        in place of the constants."""
 
     # ---- collectives ----------------------------------------------------------------------
     def _link(self, c: CommOp) -> tuple[float, float, bool]:
@@ -230,20 +236,25 @@ class StepCostModel:
         """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window;
         linear-attention layers are linear in the prompt tokens."""
         pairs = self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1)
+        pair_s = self._pair_s if self._pair_table is None else self._pair_table(b)
         linear = 0.0
         if self._linear_token_s:
             linear = self._linear_token_s * self._busiest(b.prefill_tokens, b.prefill_seqs or 1)
-        return pairs * self._pair_s + linear
+        return pairs * pair_s + linear
 
     def _decode_attention(self, b: BatchShape) -> float:
         """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window;
         linear-attention layers read and write a fixed state per sequence.
         With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
         if self._dp > 1 and b.attn_rank_seqs:
-            kv = self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1) * self._kv_s
-            return kv + b.attn_rank_seqs * self._state_s
-        kv = self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs) * self._kv_s
-        return kv + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
+            kv = self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1)
+            kv_s = self._kv_s if self._kv_table is None else self._kv_table(
+                b.attn_rank_seqs, b.attn_rank_context / b.attn_rank_seqs)
+            return kv * kv_s + b.attn_rank_seqs * self._state_s
+        kv = self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs)
+        kv_s = self._kv_s if self._kv_table is None else self._kv_table(
+            -(-b.decode_seqs // self._dp), b.decode_context / b.decode_seqs)
+        return kv * kv_s + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
 
     def _busiest(self, work: float, seqs: int) -> float:
         """The share of `work` (spread over `seqs` sequences) on the busiest attention-DP rank."""

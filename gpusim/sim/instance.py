@@ -170,7 +170,8 @@ class Instance:
         env, b = self.env, len(self.decoding)
         n = max(1, min(self._next_finish() - self.step, int(self.kv.free // (b * self.rate))))
         t0 = self.cost.step_time(self._shape())
-        slope = self.cost.step_time(self._shape(ahead=1)) - t0 if n > 1 else 0.0
+        # contexts only grow within a span, so its steps never get shorter (guards a cost model with noise)
+        slope = max(0.0, self.cost.step_time(self._shape(ahead=1)) - t0) if n > 1 else 0.0
         total = _span(n, t0, slope)
         can_admit = not self.waiting and not self.arrived and b + len(self.prefilling) < self.max_batch
         if n == 1 or not can_admit:

@@ -11,6 +11,9 @@ from gpusim.specs.deployment import Deployment
 from gpusim.specs.loading import load_yaml_model, read_yaml, validate
 
 Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
+Timing = Literal["roofline", "table"]
+"""How kernels are timed: gpusim's roofline with the software profile's constants, or NVIDIA's measured
+kernel tables (gpusim.perf.table_step)."""
 
 
 class RunSpec(BaseModel):
@@ -39,6 +42,7 @@ class RunSpec(BaseModel):
     seed: int = 0
     oversubscription: float = Field(1.0, ge=1)
     """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
+    timing: Timing = "roofline"
 
     @model_validator(mode="after")
     def _scenario_needs(self) -> RunSpec:

@@ -17,6 +17,7 @@ from gpusim.analysis.metrics import add_latency_columns, summarize
 from gpusim.build import make_setup
 from gpusim.loadgen.scenarios import closed_loop
 from gpusim.specs.deployment import Deployment
+from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
 
@@ -55,9 +56,10 @@ class ClosedLoopResult:
 
 
 def simulate_closed_loop(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int, osl: int,
-                         samples: int | None = None, source: str = "silicon row") -> ClosedLoopResult:
+                         samples: int | None = None, source: str = "silicon row",
+                         timing: Timing = "roofline") -> ClosedLoopResult:
     """Run `dep` of `model` on `hw` with `concurrency` requests in flight, each up to `isl` in and `osl` out."""
-    setup = make_setup(hw, None, model, dep, source)  # type: ignore[arg-type]  # no benchmark: closed loop
+    setup = make_setup(hw, None, model, dep, source, timing)  # type: ignore[arg-type]  # no benchmark: closed loop
     workload = closed_loop(concurrency, isl, osl, samples or closed_loop_samples(concurrency), RANGE_RATIO)
     records, _, _ = setup.simulate(workload)
     summary = summarize(records, "concurrency", None, setup.num_gpus)

@@ -50,6 +50,7 @@ import pandas as pd
 from gpusim.analysis.published import map_accelerator
 from gpusim.errors import InputError
 from gpusim.specs.deployment import Deployment, Parallelism
+from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, load_hardware
 from gpusim.specs.model import load_model, model_names
 from gpusim.specs.software import software_names
@@ -321,13 +322,14 @@ PREDICTION_COLUMNS = ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status", 
                       "predicted_ttft_steady_ms"]
 
 
-def predict_case(case: SiliconCase, waves: int = WAVES) -> Prediction:
-    """The prediction of one case (its client sending `waves` × concurrency requests), or why there is none."""
+def predict_case(case: SiliconCase, waves: int = WAVES, timing: Timing = "roofline") -> Prediction:
+    """The prediction of one case (its client sending `waves` × concurrency requests, kernels timed by
+    `timing`), or why there is none."""
     try:
         hw = load_hardware(case.hardware, case.systems)
         res = simulate_closed_loop(hw, load_model(case.model), case.deployment, case.concurrency, case.isl,
                                    case.osl, closed_loop_samples(case.concurrency, waves),
-                                   source=f"silicon row {case.deployment.name}")
+                                   source=f"silicon row {case.deployment.name}", timing=timing)
     except Unsupported as exc:
         return Prediction(None, None, f"unsupported: {exc}")
     except InputError as exc:
@@ -337,8 +339,9 @@ def predict_case(case: SiliconCase, waves: int = WAVES) -> Prediction:
                       res.ttft_steady_s * 1e3)
 
 
-def predict_rows(rows: pd.DataFrame, workers: int = 2, waves: int = WAVES) -> pd.DataFrame:
-    """`PREDICTION_COLUMNS` for every row, in order; identical cases run once (`predict_case`, `waves`)."""
+def predict_rows(rows: pd.DataFrame, workers: int = 2, waves: int = WAVES, timing: Timing = "roofline") -> pd.DataFrame:
+    """`PREDICTION_COLUMNS` for every row, in order; identical cases run once (`predict_case`, `waves`,
+    `timing`)."""
     cases: list[SiliconCase | None] = []
     statuses: list[str] = []
     for row in rows.to_dict("records"):
@@ -353,10 +356,10 @@ def predict_rows(rows: pd.DataFrame, workers: int = 2, waves: int = WAVES) -> pd
     order = sorted(unique.values(), key=lambda c: -c.concurrency * (c.isl + c.osl))
     if workers > 1 and len(order) > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            runs = pool.map(partial(predict_case, waves=waves), order, chunksize=1)
+            runs = pool.map(partial(predict_case, waves=waves, timing=timing), order, chunksize=1)
             results = dict(zip([c.key for c in order], runs, strict=True))
     else:
-        results = {c.key: predict_case(c, waves) for c in order}
+        results = {c.key: predict_case(c, waves, timing) for c in order}
     out = [(row_id, *(results[case.key] if case is not None else Prediction(None, None, status)))
            for row_id, case, status in zip(rows["id"], cases, statuses, strict=True)]
     return pd.DataFrame(out, columns=PREDICTION_COLUMNS)
@@ -486,17 +489,18 @@ class SiliconValidation:
 
 
 def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0,
-                     held_out: bool = False, waves: int = WAVES) -> SiliconValidation:
+                     held_out: bool = False, waves: int = WAVES, timing: Timing = "roofline") -> SiliconValidation:
     """Predict every row of the silicon CSV at `path` (or those calibration holds out), each run as a client
-    sending `waves` × concurrency requests, and score it."""
+    sending `waves` × concurrency requests with kernels timed by `timing`, and score it."""
     started = time.perf_counter()
     every = read_rows(path)
     rows = select_rows(every, sample, seed, held_out)
-    table = scored_table(rows, predict_rows(rows, workers, waves), every)
+    table = scored_table(rows, predict_rows(rows, workers, waves, timing), every)
     summary = summarize_table(table)
     wall = time.perf_counter() - started
     summary["wall_s"] = wall
     summary["waves"] = waves
+    summary["timing"] = timing
     return SiliconValidation(table, summary, wall)
 
 
