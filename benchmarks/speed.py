@@ -7,6 +7,8 @@
    (samples = 1.1 × 600 s × the expected QPS), so it simulates at least about 600 s.
 2. The first 1,000 requests of the Azure 2023 conversation trace on one 8-GPU H100 system serving
    Llama-2-70B (needs ../shared/traces; skipped when absent).
+3. Run 1 with `timing="table"` (kernel times from the measured tables; needs the calibration extra,
+   skipped without it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 import gpusim
+from gpusim.perf.kernel_tables import aic_data_dir
 
 AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
@@ -27,7 +30,8 @@ def timed(**kwargs) -> dict:
     wall = time.perf_counter() - start
     s = result.summary
     return {
-        "run": f"{kwargs['hardware']} {kwargs['benchmark']} {kwargs['scenario']}",
+        "run": f"{kwargs['hardware']} {kwargs['benchmark']} {kwargs['scenario']}"
+               + (f" timing {kwargs['timing']}" if "timing" in kwargs else ""),
         "requests": s["completed_requests"],
         "simulated_s": round(s["simulated_s"], 1),
         "wall_s": round(wall, 3),
@@ -46,6 +50,8 @@ def main() -> None:
     if AZURE.exists():
         rows.append(timed(hardware="h100-hgx", benchmark="llama2-70b", scenario="trace", trace=str(AZURE),
                           samples=1000))
+    if aic_data_dir() is not None:
+        rows.append(timed(hardware="gb300-nvl72", benchmark="deepseek-r1", scenario="offline", timing="table"))
     if args.json:
         print(json.dumps(rows, indent=2))
         return

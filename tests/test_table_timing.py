@@ -55,6 +55,21 @@ def test_table_names_follow_the_rule() -> None:
     assert table_backend("trtllm-v5.1") == "trtllm"
 
 
+def test_moe_tables_match_the_expert_shape_and_prefer_the_compute_precision(tmp_path: Path) -> None:
+    rows = _grid_frame(num_tokens=[1, 64, 4096], moe_dtype=["nvfp4", "w4a8_mxfp4_mxfp8", "fp8_block"])
+    rows = rows.assign(hidden_size=2880, inter_size=2880, topk=4, num_experts=128, moe_tp_size=1, moe_ep_size=1,
+                       distribution="balanced", kernel_source="synthetic",
+                       latency=rows["num_tokens"] * rows["moe_dtype"].map({"nvfp4": 1.0, "w4a8_mxfp4_mxfp8": 2.0,
+                                                                          "fp8_block": 4.0}))
+    _write(tmp_path, "moe", "moe_perf.parquet", rows)
+    tables = KernelTables(tmp_path, "h100_sxm", "trtllm")
+    shape = (2880, 2880, 4, 128, 1, 1)
+    assert tables.moe("fp4", "fp8", *shape)(64) == pytest.approx(2.0 * 64e-3)  # MXFP4 x MXFP8
+    assert tables.moe("fp4", "bf16", *shape)(64) == pytest.approx(64e-3)  # no W4A16 kernel: the 4-bit one
+    assert tables.moe("fp8", "fp8", *shape) is None  # block-scaled FP8 is not gpusim's fp8
+    assert tables.moe("fp4", "fp4", 2880, 2880, 4, 128, 2, 1) is None  # no table for that split
+
+
 def _write(root: Path, family: str, file: str, df: pd.DataFrame) -> None:
     path = root / "h100_sxm" / family / "trtllm" / "1.3.0rc20" / file
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -177,9 +177,11 @@ class KernelTables:
             keep = ((df["distribution"] == "balanced") & ~df["kernel_source"].str.endswith("nongated")
                     & (df["hidden_size"] == hidden) & (df["inter_size"] == inter) & (df["topk"] == top_k)
                     & (df["num_experts"] == experts) & (df["moe_tp_size"] == moe_tp) & (df["moe_ep_size"] == moe_ep))
-            precision = df.loc[keep, "moe_dtype"].map(MOE_PRECISIONS)
-            same = precision == (weights, compute)
-            return df[keep][same] if same.any() else df[keep][precision.str[0] == weights]
+            df = df[keep]
+            precision = [MOE_PRECISIONS.get(d) for d in df["moe_dtype"]]
+            same = np.array([p == (weights, compute) for p in precision], dtype=bool)
+            return df[same] if same.any() else df[np.array([p is not None and p[0] == weights for p in precision],
+                                                           dtype=bool)]
         return self._grid(("moe", weights, compute, hidden, inter, top_k, experts, moe_tp, moe_ep,
                            ("num_tokens",)), rows)
 
