@@ -66,6 +66,22 @@ def test_write_profile_round_trips_with_overrides_and_calibration(tmp_path) -> N
     assert kept.source == prof.overrides["hopper"]["gemm_efficiency_fp8"].source
 
 
+def test_table_timing_constants_are_written_apart_and_win_on_every_architecture(tmp_path) -> None:
+    base = load_software("trtllm")
+    over = {fit.BASE_ARCH: {}, "hopper": {"layer_overhead_us": 77.0}}
+    block = fit.calibration_block("gpusim calibrate --profile x --no-ops --timing table", "synthetic", {}, {})
+    path = fit.write_profile("x", base, over, {"layer_overhead_us": 5.0, "step_overhead_us": 60.0}, block,
+                             tmp_path / "x.yaml", timing="table")
+    prof = SoftwareProfile.model_validate(yaml.safe_load(path.read_text()))
+    assert prof.value("layer_overhead_us") == base.value("layer_overhead_us")  # the roofline's kept
+    assert prof.for_architecture("hopper").value("layer_overhead_us") == 77.0
+    assert prof.calibration == base.calibration and prof.table_calibration["command"].endswith("--timing table")
+    table = prof.for_timing("table")
+    assert table.value("step_overhead_us") == 60.0
+    assert table.for_architecture("hopper").value("layer_overhead_us") == 5.0
+    assert prof.for_timing("roofline") is prof
+
+
 def test_generation_ratio_from_a_synthetic_mlperf_file(tmp_path) -> None:
     csv = tmp_path / "mlperf.csv"
     pd.DataFrame({

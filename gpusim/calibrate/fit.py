@@ -35,6 +35,7 @@ import yaml
 from scipy import sparse
 from scipy.optimize import linprog
 
+from gpusim.specs.experiment import Timing
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
 
 HOLDOUT = 0.3
@@ -175,7 +176,7 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
     t = train[ok]
     measured = {"ttft": t["silicon_ttft_ms"].to_numpy(float), "tpot": t["silicon_tpot_ms"].to_numpy(float)}
     b = _metrics(base, ok)
-    slopes = {n: {m: (v - b[m]) / FITTED[n] for m, v in _metrics(nudged[n], ok).items()} for n in FITTED}
+    slopes = {n: {m: (v - b[m]) / FITTED[n] for m, v in _metrics(nudged[n], ok).items()} for n in nudged}
     slopes["request_overhead_ms"] = {"ttft": np.ones(len(t)), "tpot": np.zeros(len(t))}
     x0 = {n: to_fitted(n, v) for n, v in theta0.items()}
     x = fit_surrogate(b, slopes, measured, x0, lower={n: 1.0 / top for n, top in RECIPROCAL.items()})
@@ -187,12 +188,19 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
 
 # ---- the profile file ----------------------------------------------------------------------------------------
 def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
-                  request_values: dict[str, float], calibration: dict, path: Path | None = None) -> Path:
+                  request_values: dict[str, float], calibration: dict, path: Path | None = None,
+                  timing: Timing = "roofline") -> Path:
     """Write hardware_profiles/software/<name>.yaml: `base` with the fitted constants and a calibration block.
-    An override `base` already has keeps its source where its value is unchanged."""
+    An override `base` already has keeps its source where its value is unchanged. Under `timing: table` the
+    request-level constants and the block go to `table_timing` and `table_calibration`, the rest stays."""
     src = f"fitted by `{calibration['command']}` on {calibration['date']}"
+    if timing == "table":
+        table = with_values(base, request_values, src)
+        base = base.model_copy(update={"table_timing": {**base.table_timing, **{
+            k: getattr(table, k) for k in request_values}}, "table_calibration": calibration})
+        request_values, calibration = {}, base.calibration or {}
     prof = with_values(base, {**arch_values.get(BASE_ARCH, {}), **request_values}, src)
-    data = prof.model_dump(exclude_none=True, exclude={"overrides", "calibration"})
+    data = prof.model_dump(exclude_none=True, exclude={"overrides", "calibration", "table_timing", "table_calibration"})
     data["id"] = name
     over: dict[str, dict] = {}
     for arch, vals in sorted(arch_values.items()):
@@ -206,6 +214,9 @@ def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[
             over[arch] = diff
     data["overrides"] = over
     data["calibration"] = calibration
+    if prof.table_timing:
+        data["table_timing"] = {k: v.model_dump(exclude_none=True) for k, v in prof.table_timing.items()}
+        data["table_calibration"] = prof.table_calibration
     path = path or SOFTWARE / f"{name}.yaml"
     header = (f"# {prof.name}: kernel efficiencies and overheads, fitted by gpusim calibrate (see calibration:).\n"
               "# Re-fit: the command in calibration.command; procedure in gpusim/calibrate/fit.py.\n")
@@ -225,15 +236,19 @@ def calibration_block(command: str, data: str, fit: dict, held_out: dict) -> dic
 
 # ---- the whole procedure --------------------------------------------------------------------------------------------
 def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, command: str, train_sample: int = 120,
-              held_sample: int | None = None, max_rows: int = 800, ops: bool = True, workers: int = 2) -> dict:
-    """Steps 1-3 of the module docstring for profile `name` fitted on `backend`; returns the calibration block."""
+              held_sample: int | None = None, max_rows: int = 800, ops: bool = True, workers: int = 2,
+              timing: Timing = "roofline") -> dict:
+    """Steps 1-3 of the module docstring for profile `name` fitted on `backend`; returns the calibration block.
+    Under `timing: table` the engine times kernels from the measured tables: no op-level step, and the
+    request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
+    the profile's `table_timing`."""
     from gpusim.validate.silicon import predict_rows, read_sample
 
     if start.id != name:
         start = start.model_copy(update={"id": name, "name": f"{backend} (from {start.name})"})
     arch_values: dict[str, dict[str, float]] = {}
-    op_note = "op level kept"
-    if ops:
+    op_note = "op level kept" if timing == "roofline" else "kernel times from the measured tables (timing: table)"
+    if ops and timing == "roofline":
         arch_values, op_err = fit_ops(start, backend, max_rows)
         op_note = f"op level: aiconfigurator-core 0.12.0 {backend} kernel tables, {max_rows} rows/family/system"
         mean_err = np.mean([v for fam in op_err.values() for v in fam.values()])
@@ -250,27 +265,31 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
         sw = load_software(name)
 
     def predict(r: pd.DataFrame) -> pd.DataFrame:
-        return predict_rows(r.reset_index(drop=True), workers)
+        return predict_rows(r.reset_index(drop=True), workers, timing=timing)
 
     if not arch_values:  # keep the profile's per-architecture overrides as they are
         arch_values = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
-    theta0 = {n: sw.value(n) for n in (*FITTED, "request_overhead_ms")}
+    names = [n for n in FITTED if timing == "roofline" or n not in RECIPROCAL]
+    theta0 = {n: sw.for_timing(timing).value(n) for n in (*names, "request_overhead_ms")}
     pending = {"command": command, "date": "in progress"}
+
+    def write(values: dict[str, float], block: dict) -> None:
+        write_profile(name, sw, arch_values, values, block, timing=timing)
 
     def nudged(constant: str) -> pd.DataFrame:
         raised = from_fitted(constant, to_fitted(constant, theta0[constant]) + FITTED[constant])
-        write_profile(name, sw, arch_values, {constant: raised}, pending)
+        write({constant: raised}, pending)
         return predict(train)
 
-    write_profile(name, sw, arch_values, {}, pending)
+    write({}, pending)
     base = predict(train)
-    theta, fitted = fit_requests(train, base, {n: nudged(n) for n in FITTED}, theta0)
+    theta, fitted = fit_requests(train, base, {n: nudged(n) for n in names}, theta0)
     data = (f"{silicon.name}: {backend} rows, {HOLDOUT:.0%} held out (seed {SEED}); engine on {len(train)} training "
             f"rows; {op_note}" + (f" (mean family MAPE after fit {mean_err:.0%})" if ops else ""))
-    write_profile(name, sw, arch_values, theta, calibration_block(command, data, fitted, {}))
+    write(theta, calibration_block(command, data, fitted, {}))
     held_err = row_errors(held.reset_index(drop=True), predict(held))
     block = calibration_block(command, data, fitted, held_err)
-    write_profile(name, load_software(name), arch_values, theta, block)
+    write_profile(name, load_software(name), arch_values, theta, block, timing=timing)
     return block
 
 

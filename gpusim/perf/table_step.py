@@ -31,7 +31,7 @@ from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
-from gpusim.specs.software import SoftwareProfile
+from gpusim.specs.software import SoftwareProfile, load_software
 
 MLA_SHAPE = (128, 64, 128, 512)
 """(qk_nope, qk_rope, v, kv_lora) head dimensions of the MLA tables (DeepSeek-V3's)."""
@@ -45,7 +45,8 @@ class TableStepCostModel(StepCostModel):
 
     def __init__(self, hardware: Hardware, model: ModelSpec, deployment: Deployment, tables: KernelTables,
                  software: SoftwareProfile | None = None) -> None:
-        super().__init__(hardware, model, deployment, software)
+        sw = software if software is not None else load_software(deployment.software)
+        super().__init__(hardware, model, deployment, sw.for_timing("table"))
         self.tables = tables
         self._gemm = {op.name: tables.gemm(op.dtype) for op in (*self.ops.token_ops, self.ops.lm_head)
                       if isinstance(op, GemmOp) and op.shapes}
@@ -59,6 +60,7 @@ class TableStepCostModel(StepCostModel):
                                            ("attention_decode", self._generation))}
         """Per op: `table` (measured times) or `roofline` (no table holds that kernel)."""
         self._lookups: dict[tuple, float] = {}
+        self._lm_rows: dict[int, tuple[float, str]] = {}
         if self._context is not None:
             self._pair_table = self._pair_seconds
         if self._generation is not None:
@@ -118,11 +120,15 @@ class TableStepCostModel(StepCostModel):
         return sum(grid(m, n, k) for n, k in op.shapes)
 
     def _lm_head(self, rows: int) -> tuple[float, str]:
-        sec, bound = super()._lm_head(rows)
-        if self._gemm.get("lm_head") is None:
-            return sec, bound
-        measured = self._gemm_seconds(self.ops.lm_head, rows)
-        return (sec + self._lm_roofline_launch, bound) if math.isnan(measured) else (measured, bound)
+        cached = self._lm_rows.get(rows)
+        if cached is None:
+            sec, bound = super()._lm_head(rows)
+            cached = (sec, bound)  # without a table the step adds the roofline's launch time
+            if self._gemm.get("lm_head") is not None:
+                measured = self._gemm_seconds(self.ops.lm_head, rows)
+                cached = (sec + self._lm_roofline_launch, bound) if math.isnan(measured) else (measured, bound)
+            self._lm_rows[rows] = cached
+        return cached
 
     def _pair_seconds(self, b: BatchShape) -> float:
         """Per causal pair and layer: the table's time for the busiest rank's sequences at the prompt length

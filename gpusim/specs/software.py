@@ -143,16 +143,22 @@ class SoftwareProfile(BaseModel):
     seqs · host_seq_us to the step (busiest attention-DP rank)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
+    table_timing: dict[str, Sourced] = {}
+    """Constants replaced on every architecture under `timing: table`, whose kernel times come from the
+    measured tables with each kernel's fixed time in them: the serving overheads refitted with those
+    kernel times (`gpusim calibrate --timing table`, recorded in `table_calibration`)."""
+    table_calibration: dict[str, object] | None = None
     source: str | None = None
     calibration: dict[str, object] | None = None
     """How the constants were fitted: `command`, `date`, `data`, `fit` and `held_out` errors (gpusim calibrate)."""
 
     @model_validator(mode="after")
     def _check(self) -> SoftwareProfile:
-        for arch, consts in self.overrides.items():
+        for where, consts in (*((f"overrides.{a}", c) for a, c in self.overrides.items()),
+                              ("table_timing", self.table_timing)):
             bad = sorted(set(consts) - set(CONSTANTS))
             if bad:
-                raise ValueError(f"overrides.{arch}: unknown constant(s) {bad}; valid: {', '.join(CONSTANTS)}")
+                raise ValueError(f"{where}: unknown constant(s) {bad}; valid: {', '.join(CONSTANTS)}")
         for name in CONSTANTS:
             if getattr(self, name) is None:
                 continue
@@ -187,6 +193,14 @@ class SoftwareProfile(BaseModel):
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
         over = self.overrides.get(architecture)
         return self.model_copy(update=over) if over else self
+
+    def for_timing(self, timing: str) -> SoftwareProfile:
+        """This profile as `timing` uses it: under `table`, `table_timing`'s constants on every architecture."""
+        if timing != "table" or not self.table_timing:
+            return self
+        t = self.table_timing
+        overrides = {arch: {k: v for k, v in over.items() if k not in t} for arch, over in self.overrides.items()}
+        return self.model_copy(update={**t, "overrides": overrides})
 
 
 def software_names() -> list[str]:
