@@ -14,11 +14,11 @@
 
 A measured time includes the kernel's launch and fixed cost, so those ops carry no per-kernel constant.
 Everything else keeps gpusim's model: memory-bound kernels without a table (embedding), all-to-all,
-scale-out collectives, linear attention, MTP drafting's structure, and all serving overheads (step,
-layer, host and request constants), which the software profile fitted with roofline kernels: the table
-backend answers "what if the kernels ran exactly as measured", not a separately calibrated model.
-`sources` says which ops came from tables. A shape no measured corner surrounds falls back to the
-roofline for that call.
+scale-out collectives, linear attention and MTP drafting's structure. The serving overheads (step,
+layer, host, request and handoff constants) are the software profile's `table_timing` ones, fitted with
+these kernel times (`gpusim calibrate --timing table`): the roofline's own overheads partly stand for
+kernel fixed times that the tables already hold. `sources` says which ops came from tables. A shape no
+measured corner surrounds falls back to the roofline for that call.
 """
 
 from __future__ import annotations
