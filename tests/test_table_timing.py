@@ -20,6 +20,7 @@ from gpusim.perf.table_step import TableStepCostModel
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
+from gpusim.specs.software import load_software
 
 GEMM_S = 1e-12
 """Synthetic GEMM: seconds = GEMM_S · m · n · k."""
@@ -112,6 +113,9 @@ def test_gemms_and_decode_attention_come_from_the_tables(tables: KernelTables) -
     assert ops["lm_head"] == pytest.approx(GEMM_S * seqs * model.vocab_size * h)
     want = layers * KV_S * model.num_attention_heads * context  # per KV token: KV_S · heads, per layer
     assert ops["attention_decode"] == pytest.approx(want, rel=0.02)
+    fitted = load_software("trtllm").table_timing  # the overheads fitted with table kernel times
+    want = fitted["step_overhead_us"].value + fitted["layer_overhead_us"].value * layers
+    assert ops["step_overhead"] == pytest.approx(want * 1e-6)
     # no prompt-attention table: that op stays the roofline's, and the sources say so
     assert table.sources["attention_prefill"] == "roofline" and table.sources["qkv_proj"] == "table"
     p = BatchShape(prefill_tokens=512, prefill_attn_pairs=512 * 513 / 2, prefill_seqs=1)

@@ -353,3 +353,12 @@ def test_one_wave_per_run_makes_the_mean_the_first_wave(capsys) -> None:
     assert math.isnan(one["predicted_ttft_steady_ms"]) and not math.isnan(ten["predicted_ttft_steady_ms"])
     assert main(["validate", "silicon", "x.csv", "--waves", "0"]) == 2
     assert "waves: must be > 0" in capsys.readouterr().err
+
+
+def test_table_timing_without_the_extra_is_bad_input(capsys, monkeypatch) -> None:
+    from gpusim.perf import kernel_tables
+
+    monkeypatch.setattr(kernel_tables, "aic_data_dir", lambda: None)
+    assert main(["validate", "silicon", "x.csv", "--timing", "table"]) == 2
+    err = capsys.readouterr().err
+    assert "--timing" in err and "valid without it: roofline" in err and len(err.strip().splitlines()) == 1
