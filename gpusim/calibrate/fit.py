@@ -19,6 +19,10 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    regression, solved exactly as a linear program.
 3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
    (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.
+
+With `--timing table` the engine times kernels from the measured tables (gpusim.perf.table_step): step 1
+does not apply, step 2 fits the same overheads but the prefill-attention fraction, and they and the
+errors go into the profile's `table_timing:` and `table_calibration:`, the roofline's constants untouched.
 """
 
 from __future__ import annotations
@@ -247,8 +251,9 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     if start.id != name:
         start = start.model_copy(update={"id": name, "name": f"{backend} (from {start.name})"})
     arch_values: dict[str, dict[str, float]] = {}
+    ops = ops and timing == "roofline"
     op_note = "op level kept" if timing == "roofline" else "kernel times from the measured tables (timing: table)"
-    if ops and timing == "roofline":
+    if ops:
         arch_values, op_err = fit_ops(start, backend, max_rows)
         op_note = f"op level: aiconfigurator-core 0.12.0 {backend} kernel tables, {max_rows} rows/family/system"
         mean_err = np.mean([v for fam in op_err.values() for v in fam.values()])
