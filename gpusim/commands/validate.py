@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
     m.add_argument("--duration", type=float, help="simulated seconds per run (default: the benchmark's minimum)")
+    m.add_argument("--timing", choices=["roofline", "table"], default="roofline",
+                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
     m.set_defaults(func=_cmd_mlperf)
 
 
@@ -47,12 +49,7 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise InputError("command line", name, f"must be > 0, got {value}")
-    if args.timing == "table":
-        from gpusim.perf.kernel_tables import aic_data_dir
-
-        if aic_data_dir() is None:
-            raise InputError("command line", "--timing", "table needs aiconfigurator-core==0.12.0 "
-                             "(pip install 'gpusim[calibration]'); valid without it: roofline")
+    _check_timing(args.timing)
     result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out, args.waves,
                               args.timing)
     if args.out is not None:
@@ -78,11 +75,21 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_timing(timing: str) -> None:
+    """`--timing table` needs the measured tables: bad input without the extra."""
+    from gpusim.perf.kernel_tables import aic_data_dir
+
+    if timing == "table" and aic_data_dir() is None:
+        raise InputError("command line", "--timing", "table needs aiconfigurator-core==0.12.0 "
+                         "(pip install 'gpusim[calibration]'); valid without it: roofline")
+
+
 def _cmd_mlperf(args: argparse.Namespace) -> int:
     from gpusim.validate.mlperf import format_mlperf, json_result, validate_mlperf
 
     if args.duration is not None and args.duration <= 0:
         raise InputError("command line", "--duration", f"{args.duration} is not positive; valid: seconds > 0")
-    result = validate_mlperf(args.path, args.duration, max(1, args.workers))
+    _check_timing(args.timing)
+    result = validate_mlperf(args.path, args.duration, max(1, args.workers), args.timing)
     print(json.dumps(json_result(result)) if args.json else format_mlperf(result))
     return 0

@@ -32,6 +32,7 @@ from gpusim.errors import InputError
 from gpusim.search import search_deployments
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
+from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import load_model
 from gpusim.specs.software import software_names
@@ -72,20 +73,21 @@ def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> D
     return Deployment.model_validate(dep.model_copy(update=update).model_dump())
 
 
-def predict_row(row: PublishedRow, software: str, duration_s: float | None = None) -> tuple[float, str]:
-    """The searched best value of `row` in its unit, and the deployment that gave it."""
+def predict_row(row: PublishedRow, software: str, duration_s: float | None = None,
+                timing: Timing = "roofline") -> tuple[float, str]:
+    """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it."""
     try:
         hw = load_hardware(row.hardware, row.systems)
         dep = base_deployment(hw, row.benchmark, row.gpus, software)
-        found = search_deployments(prepare(row.hardware, row.benchmark, row.systems, dep), row.scenario, duration_s,
-                                   gpus=row.gpus)
+        setup = prepare(row.hardware, row.benchmark, row.systems, dep, timing=timing)
+        found = search_deployments(setup, row.scenario, duration_s, gpus=row.gpus)
     except InputError as exc:
         raise RowUnsupported(exc.message) from None
     best = found.best
     return value_in_unit(best.trial.result.summary, row.unit, row.gpus), best.setup.deployment.name
 
 
-def _predict_key(args: tuple[PublishedRow, str, float | None]) -> tuple[float, str] | str:
+def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, str] | str:
     """`predict_row`, or the reason the row is unsupported (for the process pool)."""
     try:
         return predict_row(*args)
@@ -97,7 +99,7 @@ def _key(row: PublishedRow, software: str) -> tuple:
     return row.hardware, row.systems, row.gpus, row.benchmark, row.scenario, row.unit, software
 
 
-def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 1) -> dict:
+def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 1, timing: Timing = "roofline") -> dict:
     """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions)."""
     try:
         table = pd.read_csv(path)
@@ -108,7 +110,7 @@ def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 
     if missing:
         raise InputError(str(path), ", ".join(missing), "missing columns of a published-results CSV")
     mapped: list[tuple[dict, PublishedRow | None, str, str]] = []
-    jobs: dict[tuple, tuple[PublishedRow, str, float | None]] = {}
+    jobs: dict[tuple, tuple[PublishedRow, str, float | None, Timing]] = {}
     for r in table.to_dict("records"):
         out = {"system": str(r.get("system", "")), "benchmark": str(r["benchmark"]),
                "scenario": str(r["scenario"]), "predicted": None, "published": float(r["value"]),
@@ -120,7 +122,7 @@ def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 
             mapped.append((out, None, "", ""))
             continue
         software, note = software_for_round(row.round)
-        jobs.setdefault(_key(row, software), (row, software, duration_s))
+        jobs.setdefault(_key(row, software), (row, software, duration_s, timing))
         mapped.append((out, row, software, note))
     keys = list(jobs)
     if workers > 1 and len(keys) > 1:
