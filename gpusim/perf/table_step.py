@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from gpusim.perf.kernel_tables import KernelTables, LogGrid
-from gpusim.perf.ops import GemmOp, MoEOp, ceil_div
+from gpusim.perf.ops import CommOp, GemmOp, MoEOp, ceil_div
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
@@ -97,22 +97,21 @@ class TableStepCostModel(StepCostModel):
     # ---- the lookups ------------------------------------------------------------------------------------
     def _token_items(self, t: int) -> list[tuple[str, float, str, float]]:
         items = []
-        ops = {op.name: op for op in self.ops.token_ops}
-        comms = {c.name: c for c in self.ops.comm_ops}
-        for name, sec, bound, launch in super()._token_items(t):
-            measured = math.nan
-            if self._gemm.get(name) is not None:
-                op = ops[name]
-                measured = op.count * self._gemm_seconds(op, op.tokens(t))
-            elif self._moe.get(name) is not None:
-                op = ops[name]
-                load = op.imbalance if op.ep > 1 else 1.0
-                measured = op.count * self._moe[name](t * load)
-            elif self._allreduce.get(name) is not None:
-                c = comms[name]
-                measured = c.count * self._allreduce[name](ceil_div(t, c.split) * c.bytes_per_token / 2)
+        ops = (*self.ops.token_ops, *self.ops.comm_ops)  # the order of the roofline's items
+        for op, (name, sec, bound, launch) in zip(ops, super()._token_items(t), strict=True):
+            measured = self._measured(op, t)
             items.append((name, sec, bound, launch) if math.isnan(measured) else (name, measured, bound, 0.0))
         return items
+
+    def _measured(self, op: GemmOp | MoEOp | CommOp, t: int) -> float:
+        """Seconds of `op` in a step of `t` tokens from its table; NaN without one."""
+        if isinstance(op, GemmOp) and self._gemm.get(op.name) is not None:
+            return op.count * self._gemm_seconds(op, op.tokens(t))
+        if isinstance(op, MoEOp) and self._moe.get(op.name) is not None:
+            return op.count * self._moe[op.name](t * (op.imbalance if op.ep > 1 else 1.0))
+        if isinstance(op, CommOp) and self._allreduce.get(op.name) is not None:
+            return op.count * self._allreduce[op.name](ceil_div(t, op.split) * op.bytes_per_token / 2)
+        return math.nan
 
     def _gemm_seconds(self, op: GemmOp, m: int) -> float:
         grid = self._gemm[op.name]
