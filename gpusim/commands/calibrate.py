@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from gpusim.commands import add_timing
 from gpusim.errors import InputError
 
 DEFAULT_SILICON = Path("../shared/reference/silicon_sample.csv")
@@ -22,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--held-out-sample", type=int, help="held-out rows to validate on (default: all of them)")
     c.add_argument("--max-rows", type=int, default=800, help="kernel-table rows per family and system")
     c.add_argument("--no-ops", action="store_true", help="keep the op-level constants; fit only the overheads")
-    c.add_argument("--timing", choices=["roofline", "table"], default="roofline",
-                   help="fit the overheads the table timing backend uses (profile's table_timing; no op level)")
+    add_timing(c, help="table: fit the overheads the table timing backend uses (profile's table_timing; no op level)")
     c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
                                          "(--round) instead of fitting")
     c.add_argument("--round", default="v5.1", help="MLPerf round of the older generation (--derive-from)")

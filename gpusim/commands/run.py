@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from gpusim.commands import add_timing
 from gpusim.errors import InputError
 
 SCENARIOS = ["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
@@ -29,8 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--duration", dest="duration_s", type=float, help="seconds of arrivals (server)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
-    r.add_argument("--timing", choices=["roofline", "table"],
-                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
+    add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
     r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.set_defaults(func=_cmd_run)

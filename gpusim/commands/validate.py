@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from gpusim.commands import add_timing
 from gpusim.errors import InputError
 from gpusim.validate.runner import WAVES
 
@@ -26,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--waves", type=int, default=WAVES,
                    help=f"requests per run in multiples of the concurrency (default {WAVES}, InferenceX's client); "
                         "the first wave weighs 1/N in the mean TTFT")
-    s.add_argument("--timing", choices=["roofline", "table"], default="roofline",
-                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
+    add_timing(s)
     s.add_argument("--out", type=Path, help="write DIR/rows.csv (id, predicted_ttft_ms, predicted_tpot_ms, status)")
     s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
     s.set_defaults(func=_cmd_silicon)
@@ -36,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
     m.add_argument("--duration", type=float, help="simulated seconds per run (default: the benchmark's minimum)")
-    m.add_argument("--timing", choices=["roofline", "table"], default="roofline",
-                   help="kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])")
+    add_timing(m)
     m.set_defaults(func=_cmd_mlperf)
 
 
