@@ -59,11 +59,26 @@ def test_an_overloaded_qps_is_invalid_for_ttft(capsys):
     ["--hardware", "nope", "--benchmark", "llama2-70b", "--scenario", "offline"],
     [*B200, "--scenario", "offline", "--qps", "10"],
     ["--hardware", "b200-hgx", "--benchmark", "mixtral-8x7b", "--scenario", "interactive"],
+    ["--hardware", "vr-nvl72", "--benchmark", "deepseek-r1", "--scenario", "offline", "--timing", "table"],
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args):
     code, out, err = run_cli(capsys, "mlperf", *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("gpusim: error:")
+
+
+def test_timing_table_times_kernels_from_the_measured_tables(capsys):
+    """`--timing table` reaches the simulation: the summary says so and the result differs from the roofline's."""
+    pytest.importorskip("aiconfigurator_core")
+    args = ["mlperf", *B200, "--scenario", "offline", "--duration", "20", "--json"]
+    results = {}
+    for timing in ("roofline", "table"):
+        code, out, _ = run_cli(capsys, *args, "--timing", timing)
+        assert code == 0
+        results[timing] = json.loads(out)
+        assert results[timing]["timing"] == timing
+    assert results["table"]["result_tokens_per_s"] != pytest.approx(results["roofline"]["result_tokens_per_s"],
+                                                                    rel=0.01)
 
 
 def test_experiment_prints_predicted_beside_published(capsys, shared_dir):

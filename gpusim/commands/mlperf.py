@@ -17,7 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpusim.commands import add_timing
 from gpusim.errors import InputError
+from gpusim.specs.experiment import Timing
 
 SCENARIOS = ["offline", "server", "interactive"]
 PUBLISHED_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mlperf_calibration.csv"
@@ -37,6 +39,8 @@ class MlperfExperiment(BaseModel):
     search: bool = False
     duration_s: float | None = Field(None, gt=0)
     seed: int = 0
+    timing: Timing = "roofline"
+    """How kernels are timed: the fitted roofline, or NVIDIA's measured tables (`table`)."""
     claim: str = ""
     """What the experiment reproduces, in words."""
 
@@ -56,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--duration", dest="duration_s", type=float,
                    help="min duration in seconds (default 600, as mlperf.conf); shorter runs are not conformant")
     m.add_argument("--seed", type=int, default=None)
+    add_timing(m, default=None)  # None: the experiment's value, else roofline
     m.add_argument("--out", type=Path, help="write mlperf_log_summary.txt and summary.json here")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--loadgen", action="store_true",
@@ -85,7 +90,7 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
             raise InputError("command line", name, f"--{name} is required (or give experiment YAMLs)")
     exp = MlperfExperiment(hardware=args.hardware, systems=args.systems or 1, benchmark=args.benchmark,
                            scenario=args.scenario, deployment=args.deployment, search=args.search,
-                           duration_s=args.duration_s, seed=args.seed or 0)
+                           duration_s=args.duration_s, seed=args.seed or 0, timing=args.timing or "roofline")
     out, text = mlperf_result(exp, args, log)
     if args.out is not None:
         _write(args.out, text, out)
@@ -101,7 +106,7 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
     from gpusim.search import peak_qps, search_deployments, trial
 
     setup = prepare(exp.hardware, exp.benchmark, exp.systems, exp.deployment,
-                    exp.deployment or "command line")
+                    exp.deployment or "command line", timing=exp.timing)
     server = exp.scenario != "offline"
     if exp.scenario not in ("offline",) and setup.bench.limits(exp.scenario) is None:
         raise InputError("command line", "scenario", f"{exp.benchmark} has no {exp.scenario} scenario in MLPerf")
@@ -131,10 +136,11 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
         "min_duration_s": t.checks.min_duration_s, "conformant_duration": t.checks.min_duration_s >= 600.0,
         "early_stopping": {e.metric: {"overlatency": e.overlatency, "queries_issued": e.queries_issued,
                                       "min_queries": e.min_queries, "met": e.met} for e in t.checks.early_stopping},
-        "deployment": chosen, "instances": s["instances"],
+        "deployment": chosen, "instances": s["instances"], "timing": exp.timing,
     }
     notes: dict[str, object] = {"deployment": _describe(chosen, s["instances"]),
-                                "simulated s (wall s)": f"{s['simulated_s']:.1f} ({s['wall_s']:.2f})"}
+                                "simulated s (wall s)": f"{s['simulated_s']:.1f} ({s['wall_s']:.2f})",
+                                "kernel timing": exp.timing}
     if peak is not None and server:
         out.update(peak_search_runs=peak.runs, limited_by=peak.limit, lowest_invalid_qps=peak.search.lowest_invalid)
         notes.update({"peak QPS": f"{peak.search.peak:.3f} (VALID); {peak.search.lowest_invalid:.3f} INVALID",
@@ -227,7 +233,8 @@ def _run_experiments(args: argparse.Namespace, log) -> int:
     for path in args.experiments:
         exp = load_experiment(path)
         exp = exp.model_copy(update={k: v for k, v in (("search", args.search or exp.search),
-                                                      ("duration_s", args.duration_s or exp.duration_s)) if v})
+                                                      ("duration_s", args.duration_s or exp.duration_s),
+                                                      ("timing", args.timing)) if v})
         log(f"== {path}: {exp.claim}")
         row: dict = {"experiment": str(path), "claim": exp.claim}
         try:
