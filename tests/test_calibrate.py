@@ -66,6 +66,35 @@ def test_write_profile_round_trips_with_overrides_and_calibration(tmp_path) -> N
     assert kept.source == prof.overrides["hopper"]["gemm_efficiency_fp8"].source
 
 
+def test_a_partial_op_fit_keeps_the_other_overrides(tmp_path) -> None:
+    """`calibrate --op-families moe` fits MoE constants only: the profile's other per-architecture values stay."""
+    base = load_software("trtllm")
+    fitted = {fit.BASE_ARCH: {"moe_kernel_us_fp8": 9.0}, "hopper": {"moe_kernel_us_fp8": 45.0}}
+    merged = fit.with_kept_overrides(base, fitted)
+    assert merged[fit.BASE_ARCH] == {"moe_kernel_us_fp8": 9.0}
+    assert merged["hopper"]["moe_kernel_us_fp8"] == 45.0
+    assert merged["hopper"]["moe_efficiency_fp8"] == base.overrides["hopper"]["moe_efficiency_fp8"].value
+    assert merged["blackwell"] == {k: v.value for k, v in base.overrides["blackwell"].items()}
+    block = fit.calibration_block("gpusim calibrate --profile x --op-families moe", "synthetic", {}, {})
+    prof = SoftwareProfile.model_validate(yaml.safe_load(
+        fit.write_profile("x", base, merged, {}, block, tmp_path / "x.yaml").read_text()))
+    assert prof.moe_kernel_s("fp8") == pytest.approx(9e-6)
+    hopper = prof.for_architecture("hopper")
+    assert hopper.moe_kernel_s("fp8") == pytest.approx(45e-6)
+    assert hopper.value("moe_inter_half_fp8") == base.for_architecture("hopper").value("moe_inter_half_fp8")
+
+
+def test_fit_ops_limited_to_families_fits_only_their_constants() -> None:
+    from gpusim.calibrate import kernels
+
+    if kernels.aic_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    values, errors = fit.fit_ops(load_software("vllm"), "vllm", max_rows=40, systems=["b200_sxm"], families=("moe",))
+    assert set(values) == {"blackwell"} and set(errors["b200_sxm"]) <= {"moe_bf16", "moe_fp8", "moe_fp4"}
+    assert {"moe_kernel_us", "moe_kernel_us_fp8", "moe_efficiency_fp8"} <= set(values["blackwell"])
+    assert all(k.startswith("moe_") for k in values["blackwell"])
+
+
 def test_table_timing_constants_are_written_apart_and_win_on_every_architecture(tmp_path) -> None:
     base = load_software("trtllm")
     over = {fit.BASE_ARCH: {}, "hopper": {"layer_overhead_us": 77.0}}

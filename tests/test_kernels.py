@@ -29,16 +29,25 @@ def test_gemm_formula_matches_roofline() -> None:
         assert t == pytest.approx(want)
 
 
+def _with_moe_kernel_times(sw, **us: float):
+    from gpusim.specs.sourced import Sourced
+
+    return sw.model_copy(update={k: Sourced(value=v, source="test", grade="D") for k, v in us.items()})
+
+
 @pytest.mark.parametrize(("model", "tp", "weights", "compute"), [("gpt-oss-120b", 1, "fp4", "fp8"),
                                                               ("deepseek-r1", 8, "fp4", "fp4")])
 def test_moe_formula_matches_the_step_model(model, tp, weights, compute) -> None:
     """The vectorised MoE row (weights and math precisions apart, e.g. MXFP4 x MXFP8) equals the step
-    model's moe_experts op for the same tokens, shape and expert TP."""
+    model's moe_experts op for the same tokens, shape and expert TP, each with the fixed kernel time of
+    its compute precision."""
     from gpusim.perf.step import BatchShape, StepCostModel
     from gpusim.specs.deployment import Deployment
     from gpusim.specs.model import load_model
 
-    hw, sw, p = _setup()
+    hw, sw, _ = _setup()
+    sw = _with_moe_kernel_times(sw, moe_kernel_us=5.0, moe_kernel_us_fp8=40.0, moe_kernel_us_fp4=9.0)
+    p = kernels.constants(sw)
     spec = load_model(model)
     moe = spec.moe
     dep = Deployment(tp=tp, weights="fp4", activations="fp4")
@@ -52,6 +61,37 @@ def test_moe_formula_matches_the_step_model(model, tp, weights, compute) -> None
     for t, row in zip(tokens, got, strict=True):
         step = cm.breakdown(BatchShape(prefill_tokens=t)).by_op["moe_experts"]
         assert step == pytest.approx(spec.num_moe_layers * row)
+    # the fixed part is two kernels of the compute precision's time per MoE layer
+    bare = StepCostModel(hw, spec, dep, _with_moe_kernel_times(sw, moe_kernel_us=0.0, moe_kernel_us_fp8=0.0,
+                                                                moe_kernel_us_fp4=0.0))
+    b = BatchShape(prefill_tokens=16)
+    fixed = cm.breakdown(b).by_op["moe_experts"] - bare.breakdown(b).by_op["moe_experts"]
+    assert fixed == pytest.approx(spec.num_moe_layers * 2 * {"fp8": 40.0, "fp4": 9.0}[compute] * 1e-6)
+
+
+def test_an_absent_precision_kernel_time_is_the_bf16_one() -> None:
+    _, sw, _ = _setup()
+    sw = _with_moe_kernel_times(sw, moe_kernel_us=12.0, moe_kernel_us_fp8=30.0)
+    sw = sw.model_copy(update={"moe_kernel_us_fp4": None})
+    assert sw.moe_kernel_s("bf16") == pytest.approx(12e-6)
+    assert sw.moe_kernel_s("fp8") == pytest.approx(30e-6)
+    assert sw.moe_kernel_s("fp4") == pytest.approx(12e-6)
+
+
+def _moe_rows(dtypes: list[str], latency: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"moe_dtype": dtypes, "num_tokens": 8, "hidden_size": 4096, "inter_size": 1024, "topk": 8,
+                         "num_experts": 128, "moe_tp_size": 1, "moe_ep_size": 1, "distribution": "balanced",
+                         "kernel_source": [f"k{i}" for i in range(len(dtypes))], "latency": latency})
+
+
+def test_fp8_experts_are_the_faster_of_per_tensor_and_block_scaled() -> None:
+    """SGLang's tables measure only block-scaled FP8 experts: those are its fp8 family. Where both exist,
+    the faster kernel for the shape stands (vLLM's block-scaled Triton on Hopper, TensorRT-LLM's per-tensor)."""
+    sglang = kernels._prep_moe(_moe_rows(["bfloat16", "fp8_block"], [0.2, 0.1]))
+    assert sorted(sglang["family"]) == ["moe_bf16", "moe_fp8"]
+    for block_ms, source in ((0.05, "k1"), (0.3, "k0")):
+        both = kernels._prep_moe(_moe_rows(["fp8", "fp8_block"], [0.1, block_ms]))
+        assert list(both["family"]) == ["moe_fp8"] and list(both["kernel_source"]) == [source]
 
 
 def test_allreduce_formula_matches_collectives() -> None:

@@ -99,8 +99,10 @@ def with_values(sw: SoftwareProfile, values: dict[str, float], source: str) -> S
 
 
 def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
-            systems: Iterable[str] | None = None) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
-    """Op-level constants per architecture (medians, see the module docstring) and per-system family MAPE."""
+            systems: Iterable[str] | None = None,
+            families: tuple[str, ...] = ()) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
+    """Op-level constants per architecture (medians, see the module docstring) and per-system family MAPE;
+    only the families whose names start with one of `families` when given."""
     from gpusim.calibrate import kernels
     from gpusim.specs.hardware import load_hardware
 
@@ -118,12 +120,19 @@ def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
             arch = hw.gpu.architecture
             base = with_values(sw.for_architecture(arch), _medians(per_arch[arch]), "stage")
             for name in stage:
-                if name in tables:
+                if name in tables and (not families or name.startswith(families)):
                     got = kernels.fit_per_family({name: tables[name]}, hw, base)[name]
                     for k, v in got["fitted"].items():
                         per_arch[arch][k].append(v)
                     errors.setdefault(system, {})[name] = got["mape"]
     return {arch: _medians(vals) for arch, vals in per_arch.items()}, errors
+
+
+def with_kept_overrides(sw: SoftwareProfile, arch_values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """`arch_values` (op-level constants fitted per architecture) over `sw`'s own overrides: a partial op-level
+    fit keeps every other per-architecture value."""
+    kept = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
+    return {a: {**kept.get(a, {}), **arch_values.get(a, {})} for a in {*kept, *arch_values}}
 
 
 def _medians(values: dict[str, list[float]]) -> dict[str, float]:
@@ -241,11 +250,12 @@ def calibration_block(command: str, data: str, fit: dict, held_out: dict) -> dic
 # ---- the whole procedure --------------------------------------------------------------------------------------------
 def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, command: str, train_sample: int = 120,
               held_sample: int | None = None, max_rows: int = 800, ops: bool = True, workers: int = 2,
-              timing: Timing = "roofline") -> dict:
+              timing: Timing = "roofline", op_families: tuple[str, ...] = ()) -> dict:
     """Steps 1-3 of the module docstring for profile `name` fitted on `backend`; returns the calibration block.
-    Under `timing: table` the engine times kernels from the measured tables: no op-level step, and the
-    request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
-    the profile's `table_timing`."""
+    `op_families` (name prefixes, e.g. "moe") limits step 1 to those families; the other op-level
+    constants keep their values. Under `timing: table` the engine times kernels from the measured tables:
+    no op-level step, and the request-level constants (but the prefill-attention fraction, which the
+    tables replace) are fitted into the profile's `table_timing`."""
     from gpusim.validate.silicon import predict_rows, read_sample
 
     if start.id != name:
@@ -254,8 +264,12 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     ops = ops and timing == "roofline"
     op_note = "op level kept" if timing == "roofline" else "kernel times from the measured tables (timing: table)"
     if ops:
-        arch_values, op_err = fit_ops(start, backend, max_rows)
-        op_note = f"op level: aiconfigurator-core 0.12.0 {backend} kernel tables, {max_rows} rows/family/system"
+        arch_values, op_err = fit_ops(start, backend, max_rows, families=op_families)
+        if op_families:
+            arch_values = with_kept_overrides(start, arch_values)
+        op_note = (f"op level: aiconfigurator-core 0.12.0 {backend} kernel tables"
+                   + (f" ({', '.join(op_families)} families only)" if op_families else "")
+                   + f", {max_rows} rows/family/system")
         mean_err = np.mean([v for fam in op_err.values() for v in fam.values()])
     rows = read_sample(silicon)
     train, held = split_rows(rows)
@@ -265,8 +279,8 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     if held_sample is not None and len(held) > held_sample:
         held = held.sample(n=held_sample, random_state=SEED).sort_index()
     sw = start
-    if arch_values:
-        write_profile(name, start, arch_values, {}, {"command": command, "date": "in progress"})
+    if arch_values:  # final op-level values: their source carries the date (the request level follows)
+        write_profile(name, start, arch_values, {}, {"command": command, "date": dt.date.today().isoformat()})
         sw = load_software(name)
 
     def predict(r: pd.DataFrame) -> pd.DataFrame:
@@ -301,7 +315,8 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
 GENERATION_SCALED = ("hbm_bandwidth_fraction", "gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4",
                      "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
                      "attention_decode_bandwidth_fraction")
-GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "step_overhead_us",
+GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "moe_kernel_us_fp8",
+                        "moe_kernel_us_fp4", "step_overhead_us",
                         "layer_overhead_us", "host_seq_us")
 
 

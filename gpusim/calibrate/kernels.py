@@ -37,12 +37,15 @@ PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
+          "moe_kernel_us_fp8", "moe_kernel_us_fp4",
           "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
           "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
-_FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "collective_kernel_us")
+_FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "moe_kernel_us_fp8", "moe_kernel_us_fp4",
+          "collective_kernel_us")
 _MOE_EFF = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
 _MOE_HALF = {"bf16": "moe_inter_half", "fp8": "moe_inter_half_fp8", "fp4": "moe_inter_half_fp4"}
+_MOE_KERNEL = {"bf16": "moe_kernel_us", "fp8": "moe_kernel_us_fp8", "fp4": "moe_kernel_us_fp4"}
 BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),
           **{k: (0.0, 60.0) for k in _FIXED}, **{k: (0.0, 20000.0) for k in _MOE_HALF.values()}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
@@ -52,7 +55,7 @@ RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
     "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
-    **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], "moe_kernel_us") for d in ("bf16", "fp8", "fp4")},
+    **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], _MOE_KERNEL[d]) for d in ("bf16", "fp8", "fp4")},
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
     "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
@@ -68,7 +71,11 @@ _MOE_PRECISION = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "nvfp4": 
 """MoE quantisation → (weight, compute) precision: MXFP4 experts with MXFP8 activations compute at FP8
 (ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes).
 Block-scaled FP8 (`fp8_block`, 128x128 scales: DeepGEMM on Hopper runs it at about 0.6 of per-tensor
-FP8) is not a gpusim precision, so its rows are left out: gpusim's `fp8` is per-tensor FP8."""
+FP8) is not a gpusim precision for dense GEMMs, whose `fp8` is per-tensor FP8. FP8 experts are either: per
+shape the faster of the per-tensor and the block-scaled kernel (`_prep_moe`). The engines run the released
+FP8 MoE checkpoints (DeepSeek, Qwen3, MiniMax: 128x128 block scales) with whichever they have: SGLang's
+tables measure only block-scaled experts, and on Hopper vLLM's block-scaled Triton kernel is 4-6x faster
+than its per-tensor CUTLASS one; TensorRT-LLM's per-tensor kernel is the faster one."""
 # DeepSeek-V3 MLA head dimensions: the MLA tables are measured for this architecture.
 _MLA_QK_NOPE, _MLA_ROPE, _MLA_V, _MLA_LORA = 128, 64, 128, 512
 
@@ -84,7 +91,7 @@ class Machine:
         return np.array([self.hw.peak_flops(d) for d in dtypes], dtype=float)
 
 
-def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float, eff_c, launch_s: float,
+def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float, eff_c, launch_s: float | np.ndarray,
               kernels: float = 1.0) -> np.ndarray:
     """roofline.op_time: max(flops / (peak · eff_c), bytes / bw) + launches, in seconds."""
     return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
@@ -193,7 +200,7 @@ def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np
     inter_local = inter * ep / tp
     grouped = _per_dtype(df["dtype"], p, _MOE_EFF) * inter_local / (inter_local + _per_dtype(df["dtype"], p, _MOE_HALF))
     return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"], grouped),
-                     p["moe_kernel_us"] * 1e-6, 2)
+                     _per_dtype(df["dtype"], p, _MOE_KERNEL) * 1e-6, 2)
 
 
 def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -> np.ndarray:
@@ -248,12 +255,14 @@ def _prep_mla(df: pd.DataFrame) -> pd.DataFrame:
 def _prep_moe(df: pd.DataFrame) -> pd.DataFrame:
     """Balanced routing on one expert-parallel rank (moe_ep_size 1), one family per compute precision;
     gated (SwiGLU) experts, as ops.py models them, and per shape the fastest kernel the tables measured
-    (an engine's autotuner picks it, e.g. TRTLLM-gen over CUTLASS for NVFP4 on Blackwell).
+    (an engine's autotuner picks it, e.g. TRTLLM-gen over CUTLASS for NVFP4 on Blackwell; FP8 per-tensor
+    or block-scaled, see `_MOE_PRECISION`).
     The collector feeds a rank every token of the step, so its EP > 1 rows also carry the routing of
     tokens a dispatching (all-to-all) deployment never sends there; EP enters gpusim through its
     all-to-all and imbalance terms instead."""
     df = df[(df["distribution"] == "balanced") & (df["moe_ep_size"] == 1)
             & ~df["kernel_source"].str.endswith("nongated")]
+    df = df.assign(moe_dtype=df["moe_dtype"].replace("fp8_block", "fp8"))  # FP8: per-tensor or block-scaled
     shape = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     df = df.loc[df.groupby(shape)["latency"].idxmin()]
     df = df[df["moe_dtype"].isin(_MOE_PRECISION)]
@@ -423,11 +432,12 @@ def saturated_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, ma
     return {arch: {k: round(float(np.median(v)), 3) for k, v in vals.items()} for arch, vals in values.items()}
 
 
-def calibrate_system(data: Path, system: str, max_rows: int | None = 2000) -> dict:
-    """Errors with the profile's constants, the fitted constants, and the errors with them, for one system."""
+def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backend: str = "trtllm") -> dict:
+    """Errors with the profile's constants, the fitted constants, and the errors with them, for one system
+    and `backend` (its tables, its profile)."""
     hw = load_hardware(_profile(system))
-    sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
-    tables = load_tables(data, system, max_rows)
+    sw = load_software(backend).for_architecture(hw.gpu.architecture)
+    tables = load_tables(data, system, max_rows, backend=backend)
     before = family_errors(tables, predict(tables, hw, sw, constants(sw)))
     fitted = fit(tables, hw, sw)
     after = family_errors(tables, predict(tables, hw, sw, fitted))
@@ -452,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--systems", nargs="*", default=list(SYSTEMS))
     ap.add_argument("--max-rows", type=int, default=2000, help="rows per family and system (seeded sample)")
+    ap.add_argument("--backend", default="trtllm", choices=("trtllm", "vllm", "sglang"),
+                    help="whose kernel tables, against whose software profile")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--saturated", action="store_true", help="only the compute-bound GEMM efficiencies per "
                     "architecture (saturated_gemm_efficiency)")
@@ -465,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
-        results.append(calibrate_system(data, system, args.max_rows))
+        results.append(calibrate_system(data, system, args.max_rows, args.backend))
         if not args.json:
             print(("\n\n" if len(results) > 1 else "") + format_result(results[-1]), flush=True)
     if args.json:

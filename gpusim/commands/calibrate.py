@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--held-out-sample", type=int, help="held-out rows to validate on (default: all of them)")
     c.add_argument("--max-rows", type=int, default=800, help="kernel-table rows per family and system")
     c.add_argument("--no-ops", action="store_true", help="keep the op-level constants; fit only the overheads")
+    c.add_argument("--op-families", nargs="+", default=[], metavar="PREFIX",
+                   help="fit only these op families at op level (name prefixes, e.g. moe); keep the others")
     add_timing(c, help="table: fit the overheads the table timing backend uses (profile's table_timing; no op level)")
     c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
                                          "(--round) instead of fitting")
@@ -49,7 +51,7 @@ def _cmd(args: argparse.Namespace) -> int:
     block = fit.calibrate(args.profile, load_software(start), args.backend or args.profile.split("-")[0],
                           args.silicon, command, train_sample=args.train_sample, held_sample=args.held_out_sample,
                           max_rows=args.max_rows, ops=not args.no_ops, workers=max(1, args.workers),
-                          timing=args.timing)
+                          timing=args.timing, op_families=tuple(args.op_families))
     return _print(args, block)
 
 
@@ -59,7 +61,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         v = getattr(args, k)
         if v is not None and (k in ("profile", "derive_from", "round")) == bool(args.derive_from or k == "profile"):
             out.append(f"--{k.replace('_', '-')} {v}")
-    return out + (["--no-ops"] if args.no_ops else []) + (["--timing table"] if args.timing == "table" else [])
+    return (out + (["--no-ops"] if args.no_ops else []) + (["--timing table"] if args.timing == "table" else [])
+            + (["--op-families " + " ".join(args.op_families)] if args.op_families else []))
 
 
 def _print(args: argparse.Namespace, block: dict) -> int:

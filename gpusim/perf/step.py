@@ -97,7 +97,7 @@ class StepCostModel:
         self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
         self._launch = sw.kernel_launch_us.value * 1e-6
         self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
-        self._moe_launch = sw.value("moe_kernel_us") * 1e-6
+        self._moe_launch = {d: sw.moe_kernel_s(d) for d in ("bf16", "fp8", "fp4")}
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
@@ -182,7 +182,7 @@ class StepCostModel:
             eff_c = gemm_efficiency(op.gemm_m(t), eff_max, self._m_half) or 1.0
             peak = self.hardware.peak_flops(op.dtype)
             sec, bound = op_time(op.flops(t), op.bytes(t), peak, self._bw, eff_c, 1.0)
-            fixed = self._moe_launch if moe else self._gemm_launch if op.flops_per_token else self._launch
+            fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
             items.append((op.name, op.count * sec, bound, op.count * op.kernels * fixed))
         for c in self.ops.comm_ops:
             fixed = c.count * self._coll_launch if c.kind != "alltoall" else 0.0

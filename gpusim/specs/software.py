@@ -30,6 +30,8 @@ DEFAULTS: dict[str, str | float] = {
     "gemm_kernel_us": "kernel_launch_us",
     "attention_kernel_us": "kernel_launch_us",
     "moe_kernel_us": "kernel_launch_us",
+    "moe_kernel_us_fp8": "moe_kernel_us",
+    "moe_kernel_us_fp4": "moe_kernel_us",
     "collective_kernel_us": 0.0,
     "request_overhead_ms": 0.0,
     "layer_overhead_us": 0.0,
@@ -122,7 +124,12 @@ class SoftwareProfile(BaseModel):
     attention_kernel_us: Sourced | None = None
     """Fixed time per attention kernel per layer (prefill or decode), µs."""
     moe_kernel_us: Sourced | None = None
-    """Fixed time per grouped MoE GEMM kernel (incl. routing/permute kernels around it), µs."""
+    """Fixed time per grouped MoE GEMM kernel (incl. routing/permute kernels around it), µs; BF16 experts,
+    and FP8/FP4 ones where their own constant is absent."""
+    moe_kernel_us_fp8: Sourced | None = None
+    """The same for experts computing at FP8 (a backend's FP8 grouped kernel may be another kernel)."""
+    moe_kernel_us_fp4: Sourced | None = None
+    """The same for NVFP4 experts."""
     collective_kernel_us: Sourced | None = None
     """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
     request_overhead_ms: Sourced | None = None
@@ -188,6 +195,10 @@ class SoftwareProfile(BaseModel):
         suffix = "" if dtype == "bf16" else f"_{dtype}"
         half = self.value(f"moe_inter_half{suffix}")
         return eff * self.value(f"moe_efficiency{suffix}") * expert_inter / (expert_inter + half)
+
+    def moe_kernel_s(self, dtype: str) -> float:
+        """Fixed seconds per grouped MoE kernel computing at `dtype` (bf16, fp8, fp4)."""
+        return self.value("moe_kernel_us" if dtype == "bf16" else f"moe_kernel_us_{dtype}") * 1e-6
 
     def for_architecture(self, architecture: str) -> SoftwareProfile:
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
