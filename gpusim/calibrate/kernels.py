@@ -432,16 +432,23 @@ def saturated_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, ma
     return {arch: {k: round(float(np.median(v)), 3) for k, v in vals.items()} for arch, vals in values.items()}
 
 
-def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backend: str = "trtllm") -> dict:
+def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backend: str = "trtllm",
+                     families: tuple[str, ...] = ()) -> dict:
     """Errors with the profile's constants, the fitted constants, and the errors with them, for one system
-    and `backend` (its tables, its profile)."""
+    and `backend` (its tables, its profile); only the families whose names start with `families` when
+    given (the joint fit then moves only the constants they depend on)."""
     hw = load_hardware(_profile(system))
     sw = load_software(backend).for_architecture(hw.gpu.architecture)
     tables = load_tables(data, system, max_rows, backend=backend)
+    params = PARAMS
+    if families:
+        tables = {k: v for k, v in tables.items() if k.startswith(families)}
+        params = tuple(dict.fromkeys(c for k, df in tables.items()
+                                     for c in RELEVANT.get(k) or RELEVANT[df["op"].iloc[0]]))
     before = family_errors(tables, predict(tables, hw, sw, constants(sw)))
-    fitted = fit(tables, hw, sw)
+    fitted = fit(tables, hw, sw, params)
     after = family_errors(tables, predict(tables, hw, sw, fitted))
-    return {"system": system, "profile": hw.id, "constants": constants(sw), "fitted": fitted,
+    return {"system": system, "profile": hw.id, "constants": constants(sw), "fitted": {k: fitted[k] for k in params},
             "before": before, "after": after, "per_family": fit_per_family(tables, hw, sw)}
 
 
@@ -464,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=2000, help="rows per family and system (seeded sample)")
     ap.add_argument("--backend", default="trtllm", choices=("trtllm", "vllm", "sglang"),
                     help="whose kernel tables, against whose software profile")
+    ap.add_argument("--families", nargs="+", default=[], metavar="PREFIX",
+                    help="only these op families (name prefixes, e.g. moe)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--saturated", action="store_true", help="only the compute-bound GEMM efficiencies per "
                     "architecture (saturated_gemm_efficiency)")
@@ -477,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
-        results.append(calibrate_system(data, system, args.max_rows, args.backend))
+        results.append(calibrate_system(data, system, args.max_rows, args.backend, tuple(args.families)))
         if not args.json:
             print(("\n\n" if len(results) > 1 else "") + format_result(results[-1]), flush=True)
     if args.json:
