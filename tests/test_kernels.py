@@ -131,3 +131,15 @@ def test_saturated_gemm_efficiency_reads_compute_bound_shapes_only() -> None:
     df = pd.DataFrame(rows, columns=["m", "n", "k", "gemm_dtype", "latency"]).assign(dtype="fp8")
     assert kernels.saturated_gemm_efficiency(df, hw, m_half) == pytest.approx(0.5)
     assert kernels.saturated_gemm_efficiency(df.iloc[3:], hw, m_half) is None
+
+
+def test_a_family_limited_fit_moves_only_their_constants() -> None:
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    r = kernels.calibrate_system(data, "b200_sxm", max_rows=30, backend="sglang", families=("moe",))
+    assert set(r["before"]) == {"moe_bf16", "moe_fp8", "moe_fp4"}  # SGLang's FP8 experts: block-scaled rows
+    assert set(r["fitted"]) == {"moe_efficiency", "moe_inter_half", "moe_kernel_us", "moe_efficiency_fp8",
+                                "moe_inter_half_fp8", "moe_kernel_us_fp8", "moe_efficiency_fp4",
+                                "moe_inter_half_fp4", "moe_kernel_us_fp4"}
+    assert "joint fit: moe_" in kernels.format_result(r)
