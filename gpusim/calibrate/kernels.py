@@ -71,8 +71,8 @@ _MOE_PRECISION = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "nvfp4": 
 """MoE quantisation → (weight, compute) precision: MXFP4 experts with MXFP8 activations compute at FP8
 (ops.py: the wider of weights and activations) and read 4-bit weights (MXFP4 counted as NVFP4's bytes).
 Block-scaled FP8 (`fp8_block`, 128x128 scales: DeepGEMM on Hopper runs it at about 0.6 of per-tensor
-FP8) is not a gpusim precision for dense GEMMs, whose `fp8` is per-tensor FP8. FP8 experts are either: per
-shape the faster of the per-tensor and the block-scaled kernel (`_prep_moe`). The engines run the released
+FP8) is not a gpusim precision for dense GEMMs, whose `fp8` is per-tensor FP8. FP8 experts are, per shape,
+the faster of the per-tensor and the block-scaled kernel (`_prep_moe`). The engines run the released
 FP8 MoE checkpoints (DeepSeek, Qwen3, MiniMax: 128x128 block scales) with whichever they have: SGLang's
 tables measure only block-scaled experts, and on Hopper vLLM's block-scaled Triton kernel is 4-6x faster
 than its per-tensor CUTLASS one; TensorRT-LLM's per-tensor kernel is the faster one."""
