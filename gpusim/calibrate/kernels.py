@@ -28,7 +28,7 @@ import pandas as pd
 from gpusim.perf.kernel_tables import aic_data_dir, table_path
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.specs.hardware import Hardware, load_hardware
-from gpusim.specs.software import SoftwareProfile, load_software
+from gpusim.specs.software import SoftwareProfile, load_software, precision_constant
 from gpusim.validate.silicon import map_system
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
@@ -41,11 +41,10 @@ PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "
           "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
           "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
-_FIXED = ("gemm_kernel_us", "attention_kernel_us", "moe_kernel_us", "moe_kernel_us_fp8", "moe_kernel_us_fp4",
-          "collective_kernel_us")
-_MOE_EFF = {"bf16": "moe_efficiency", "fp8": "moe_efficiency_fp8", "fp4": "moe_efficiency_fp4"}
-_MOE_HALF = {"bf16": "moe_inter_half", "fp8": "moe_inter_half_fp8", "fp4": "moe_inter_half_fp4"}
-_MOE_KERNEL = {"bf16": "moe_kernel_us", "fp8": "moe_kernel_us_fp8", "fp4": "moe_kernel_us_fp4"}
+_PRECISIONS = ("bf16", "fp8", "fp4")
+_MOE_EFF, _MOE_HALF, _MOE_KERNEL, _GEMM_EFF = ({d: precision_constant(name, d) for d in _PRECISIONS} for name in
+                                             ("moe_efficiency", "moe_inter_half", "moe_kernel_us", "gemm_efficiency"))
+_FIXED = ("gemm_kernel_us", "attention_kernel_us", *_MOE_KERNEL.values(), "collective_kernel_us")
 BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),
           **{k: (0.0, 60.0) for k in _FIXED}, **{k: (0.0, 20000.0) for k in _MOE_HALF.values()}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
@@ -55,7 +54,7 @@ RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
     "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
-    **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], _MOE_KERNEL[d]) for d in ("bf16", "fp8", "fp4")},
+    **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], _MOE_KERNEL[d]) for d in _PRECISIONS},
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
     "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
@@ -97,7 +96,6 @@ def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float
     return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
 
 
-_GEMM_EFF = {"bf16": "gemm_efficiency_max", "fp8": "gemm_efficiency_fp8", "fp4": "gemm_efficiency_fp4"}
 
 
 def _per_dtype(dtypes: pd.Series, p: dict, names: dict[str, str]) -> np.ndarray:

@@ -67,6 +67,14 @@ FRACTIONS = frozenset({
 CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
 
+def precision_constant(name: str, dtype: str) -> str:
+    """The profile constant `name` for a compute precision: BF16's is `name` itself (the GEMM efficiency's
+    is `gemm_efficiency_max`), FP8's and FP4's carry the suffix (`moe_kernel_us_fp8`)."""
+    if dtype == "bf16":
+        return "gemm_efficiency_max" if name == "gemm_efficiency" else name
+    return f"{name}_{dtype}"
+
+
 class SoftwareProfile(BaseModel):
     """Kernel efficiencies and overheads of one serving stack (TensorRT-LLM, vLLM, ... at a version)."""
 
@@ -189,16 +197,15 @@ class SoftwareProfile(BaseModel):
     def gemm_efficiency(self, dtype: str, expert_inter: float | None = None) -> float:
         """eff_max of a GEMM computing at `dtype` (bf16, fp8, fp4); with `expert_inter` (the expert
         intermediate size on one GPU), of grouped MoE expert GEMMs that wide."""
-        eff = self.value("gemm_efficiency_max" if dtype == "bf16" else f"gemm_efficiency_{dtype}")
+        eff = self.value(precision_constant("gemm_efficiency", dtype))
         if expert_inter is None:
             return eff
-        suffix = "" if dtype == "bf16" else f"_{dtype}"
-        half = self.value(f"moe_inter_half{suffix}")
-        return eff * self.value(f"moe_efficiency{suffix}") * expert_inter / (expert_inter + half)
+        half = self.value(precision_constant("moe_inter_half", dtype))
+        return eff * self.value(precision_constant("moe_efficiency", dtype)) * expert_inter / (expert_inter + half)
 
     def moe_kernel_s(self, dtype: str) -> float:
         """Fixed seconds per grouped MoE kernel computing at `dtype` (bf16, fp8, fp4)."""
-        return self.value("moe_kernel_us" if dtype == "bf16" else f"moe_kernel_us_{dtype}") * 1e-6
+        return self.value(precision_constant("moe_kernel_us", dtype)) * 1e-6
 
     def for_architecture(self, architecture: str) -> SoftwareProfile:
         """This profile with the overrides of `architecture` applied (itself when there are none)."""
