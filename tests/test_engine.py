@@ -77,6 +77,35 @@ def test_fast_forward_gives_the_same_times_as_stepping(monkeypatch):
     np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
 
 
+def test_scheduler_recv_interval_holds_an_arrival_until_the_next_read():
+    prompt, first_out, n = 100, 200, 10
+    prefill = BASE + PER_TOKEN * prompt
+    decode = [BASE + PER_TOKEN + PER_CTX * (prompt + 1 + i) for i in range(first_out)]
+    arrive = prefill + decode[0] / 2  # during the first decode step of request 0
+    wl = Workload.create([0.0, arrive], [prompt, prompt], [first_out, 2])
+    every_step = simulate(wl).records.first_token_s[1]
+    held = simulate(wl, scheduler_recv_interval=n).records.first_token_s[1]
+    joint = BASE + PER_TOKEN * (prompt + 1)  # request 1's prefill beside one decode step of request 0
+    # read before every step: it joins after the step it arrived in
+    assert every_step == pytest.approx(prefill + decode[0] + joint + PER_CTX * (prompt + 2), rel=1e-12)
+    # read every n decode steps (the read after request 0's prefill restarts the count): after n of them
+    assert held == pytest.approx(prefill + sum(decode[:n]) + joint + PER_CTX * (prompt + 1 + n), rel=1e-12)
+    # a step that ran prefill is followed by a read: an arrival during request 0's prefill joins at once
+    wl = Workload.create([0.0, prefill / 2], [prompt, prompt], [first_out, 2])
+    held = simulate(wl, scheduler_recv_interval=n).records.first_token_s[1]
+    assert held == pytest.approx(prefill + joint + PER_CTX * (prompt + 1), rel=1e-12)
+
+
+def test_scheduler_recv_interval_fast_forward_matches_stepping(monkeypatch):
+    wl = poisson(300, qps=30, seed=5)
+    fast = simulate(wl, instances=2, scheduler_recv_interval=30).records
+    monkeypatch.setattr(Instance, "fast_forward", False)
+    slow = simulate(wl, instances=2, scheduler_recv_interval=30).records
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.completion_s, slow.completion_s, rtol=1e-9)
+    assert fast.first_token_s.mean() > simulate(wl, instances=2).records.first_token_s.mean()
+
+
 def test_fast_forward_saves_cost_model_calls():
     wl = poisson(200, qps=5, seed=3, osl=(200, 400))
     c = simulate(wl)

@@ -26,6 +26,7 @@ import simpy
 from gpusim.errors import InputError
 from gpusim.perf.step import BatchShape
 from gpusim.sim.kvcache import KVCache
+from gpusim.sim.poller import RequestPoller
 from gpusim.sim.prefixcache import PrefixCache
 from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.records import Records
@@ -71,6 +72,8 @@ class Instance:
         self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS) if deployment.prefix_cache else None
         dp = deployment.tp if deployment.attention_dp and deployment.tp > 1 else 1
         self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
+        recv = deployment.scheduler_recv_interval
+        self.poller = RequestPoller(recv) if recv > 1 else None
         self.waiting: deque[Request] = deque()
         """Requests to prefill (new, or preempted for recompute)."""
         self.arrived: deque[Request] = deque()
@@ -101,6 +104,9 @@ class Instance:
             self._enqueue(req)
 
     def _enqueue(self, req: Request) -> None:
+        if self.poller is not None and (self.decoding or self.prefilling):
+            self.poller.inbox.append(req)  # read at the scheduler's next poll (`_take_new`)
+            return
         self.waiting.append(req)
         self._poke()
 
@@ -131,6 +137,7 @@ class Instance:
     def _run(self) -> Generator[simpy.Event, object, None]:
         env = self.env
         while True:
+            self._take_new()
             if not (self.decoding or self.prefilling or self.waiting or self.arrived):
                 self._wake = env.event()
                 yield self._wake
@@ -150,6 +157,8 @@ class Instance:
                 dt = self.cost.step_time(self._shape(sum(c for _, c in chunks), pairs, len(chunks)))
                 yield env.timeout(dt)
                 self.busy_s += dt
+                if self.poller is not None:
+                    self.poller.ran(1 if self.decoding else 0, prefill=bool(chunks))
                 self._advance(1 if self.decoding else 0)
                 self._finish_chunks(chunks)
             else:
@@ -169,6 +178,8 @@ class Instance:
         """Run pure-decode steps up to the next completion (or KV limit) as one event."""
         env, b = self.env, len(self.decoding)
         n = max(1, min(self._next_finish() - self.step, int(self.kv.free // (b * self.rate))))
+        if self.poller is not None:
+            n = min(n, self.poller.steps_to_read())
         t0 = self.cost.step_time(self._shape())
         # contexts only grow within a span, so its steps never get shorter (guards a cost model with noise)
         slope = max(0.0, self.cost.step_time(self._shape(ahead=1)) - t0) if n > 1 else 0.0
@@ -188,9 +199,16 @@ class Instance:
                 done = min(n, _steps_done(env.now - start, t0, slope) + 1)
                 yield env.timeout(max(0.0, start + _span(done, t0, slope) - env.now))
         self.busy_s += _span(done, t0, slope)
+        if self.poller is not None:
+            self.poller.ran(done, prefill=False)
         self._advance(done)
 
     # ---- scheduling -------------------------------------------------------------------------
+    def _take_new(self) -> None:
+        """Move the requests the scheduler reads now from the poller's inbox to the prefill queue."""
+        if self.poller is not None:
+            self.waiting.extend(self.poller.read(idle=not (self.decoding or self.prefilling)))
+
     def _free_for(self, tokens: float) -> bool:
         """Whether `tokens` fit, evicting idle prefix-cache blocks if that makes them fit."""
         if self.kv.free >= tokens:

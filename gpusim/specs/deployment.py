@@ -81,6 +81,9 @@ class Deployment(Parallelism):
     activations: Dtype = "fp8"
     kv_cache: Dtype = "fp8"
     chunked_prefill: bool = True
+    scheduler_recv_interval: int = Field(1, ge=1)
+    """SGLang's --scheduler-recv-interval: new requests are read only every this many pure-decode steps
+    (and right after a step with prefill); 1 reads before every step, as vLLM and TensorRT-LLM do."""
     kv_block_tokens: int = Field(32, ge=1)
     gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     """Fraction of HBM left after weights and workspace that the KV cache may take."""
