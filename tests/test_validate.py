@@ -362,3 +362,18 @@ def test_table_timing_without_the_extra_is_bad_input(capsys, monkeypatch) -> Non
     assert main(["validate", "silicon", "x.csv", "--timing", "table"]) == 2
     err = capsys.readouterr().err
     assert "--timing" in err and "valid without it: roofline" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("change", "interval"), [
+    ({}, 30),
+    ({"silicon_data_source": "silicon_concurrency=8"}, 10),
+    ({"model_path": "zai-org/GLM-5-FP8"}, 1),
+    ({"system": "h200_sxm"}, 1),
+    ({"backend": "vllm"}, 1),
+])
+def test_inferencex_sglang_rows_read_new_requests_every_n_decode_steps(change, interval) -> None:
+    row = {**AGG_MOE_DP, "id": "dsr1_b200_sglang_agg_1024x1024_c64_cfg3", "backend": "sglang",
+           "silicon_data_source": "silicon_concurrency=64", "batch_size": 8, **change}
+    case = row_case(row)
+    assert case.deployment.scheduler_recv_interval == interval
+    assert any("scheduler-recv-interval" in n for n in case.notes) is (interval > 1)

@@ -234,6 +234,25 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
     return par, notes
 
 
+INFERENCEX_RECV_INTERVAL = {"low": 10, "high": 30, "from_concurrency": 16}
+"""Data rule (grade B, the launch scripts themselves): InferenceX's single-node SGLang scripts for DeepSeek-R1
+and Qwen3.5 on B200 and B300 (SemiAnalysisAI/InferenceX benchmarks/single_node/dsr1_fp8_b200.sh,
+dsr1_fp4_b200.sh, qwen3.5_bf16_b200.sh, qwen3.5_fp8_b200.sh, …) pass `--scheduler-recv-interval 10` below
+concurrency 16 and 30 from 16. Their GLM-5 and H200 scripts leave SGLang's default (1). Exceptions the rule
+does not follow: DeepSeek-R1 FP8 at TP4 keeps 10, qwen3.5_fp4_b200 30 and qwen3.5_fp8_b300 10 throughout."""
+_RECV_MODELS = ("deepseek-r1", "deepseek-v3", "qwen3.5-397b-a17b")
+_RECV_SYSTEMS = ("b200_sxm", "b300_sxm")
+
+
+def harness_recv_interval(row: Mapping, model_id: str, concurrency: int) -> int:
+    """The `--scheduler-recv-interval` an aggregated row's launch used (`INFERENCEX_RECV_INTERVAL`), else 1."""
+    if (str(row.get("backend")) != "sglang" or str(row.get("mode")) != "agg" or model_id not in _RECV_MODELS
+            or str(row.get("system")) not in _RECV_SYSTEMS):
+        return 1
+    rule = INFERENCEX_RECV_INTERVAL
+    return rule["high"] if concurrency >= rule["from_concurrency"] else rule["low"]
+
+
 SEQS_PER_GPU = 64
 """Rule for disaggregated rows without worker counts (grade D): as many workers per role as keep the
 concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
@@ -299,6 +318,10 @@ def row_case(row: Mapping) -> SiliconCase:
     else:
         par, more = _parallelism(row, "", concurrency, is_moe, domain)
         notes += more
+        recv = harness_recv_interval(row, model_id, concurrency)
+        if recv > 1:
+            common["scheduler_recv_interval"] = recv
+            notes.append(f"InferenceX launch: scheduler-recv-interval {recv}")
         gpus = par.gpus_per_instance
         dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
     hardware, systems = map_system(system, gpus) or profile
