@@ -10,7 +10,8 @@ off a heap keyed by the decode step at which each sequence finishes.
 Roles: an `aggregated` instance prefills and decodes; a `prefill` instance hands each request off
 (`handoff`) once its first token is out; a `decode` instance takes requests whose KV has arrived
 (`submit_prefilled`). With MTP a decode step emits `rate` = 1 + a1 + a1·a2 + … tokens per sequence
-(the expected accepted length).
+(the expected accepted length). With `scheduler_recv_interval` > 1 (SGLang's) new requests wait in a
+`RequestPoller` until the scheduler's next read, and pure-decode spans end at each read.
 """
 
 from __future__ import annotations
