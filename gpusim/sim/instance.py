@@ -105,7 +105,7 @@ class Instance:
             self._enqueue(req)
 
     def _enqueue(self, req: Request) -> None:
-        if self.poller is not None and (self.decoding or self.prefilling):
+        if self.poller is not None and self._running:
             self.poller.inbox.append(req)  # read at the scheduler's next poll (`_take_new`)
             return
         self.waiting.append(req)
@@ -205,10 +205,15 @@ class Instance:
         self._advance(done)
 
     # ---- scheduling -------------------------------------------------------------------------
+    @property
+    def _running(self) -> bool:
+        """Whether a batch is in flight (sequences decoding or mid-prefill)."""
+        return bool(self.decoding or self.prefilling)
+
     def _take_new(self) -> None:
         """Move the requests the scheduler reads now from the poller's inbox to the prefill queue."""
         if self.poller is not None:
-            self.waiting.extend(self.poller.read(idle=not (self.decoding or self.prefilling)))
+            self.waiting.extend(self.poller.read(idle=not self._running))
 
     def _free_for(self, tokens: float) -> bool:
         """Whether `tokens` fit, evicting idle prefix-cache blocks if that makes them fit."""
