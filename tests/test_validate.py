@@ -290,6 +290,47 @@ def test_unstated_mla_decode_switches_to_attention_dp_at_high_concurrency(concur
     assert d.ep == (8 if dep else 4)
 
 
+def _dsr1_disagg(concurrency: int, isl: int = 1024, osl: int = 1024, **fields) -> dict:
+    return {**DISAGG, "id": f"dsr1_gb200_trtllm_disagg_{isl}x{osl}_c{concurrency}_tp8_ep8_1",
+            "model_path": "deepseek-ai/DeepSeek-R1", "backend": "trtllm", "isl": isl, "osl": osl,
+            "prefill_tp_size": 4, "prefill_moe_ep_size": 4, "decode_tp_size": 8, "decode_moe_ep_size": 8, **fields}
+
+
+def test_unstated_prefill_pool_keeps_up_with_the_decode_pool() -> None:
+    from gpusim.perf.capacity import decode_rate, prefill_rate
+    from gpusim.perf.memory import plan_memory
+    from gpusim.perf.step import StepCostModel
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    case = row_case(_dsr1_disagg(4096))
+    dep = case.deployment
+    k, workers = dep.prefill.instances, dep.decode.instances
+    assert any(n.startswith(f"prefill workers unstated: {k} sized") for n in case.notes)
+    # by hand: k prefill workers cover the decode pool's completions at the client's mean lengths, k - 1 do not
+    hw, model = load_hardware("gb200-nvl72"), load_model("deepseek-r1")
+    decode, prefill = dep.role("decode"), dep.role("prefill")
+    done = workers * decode_rate(StepCostModel(hw, model, decode), plan_memory(hw, model, decode).kv_capacity_tokens,
+                                 decode, 0.9 * 1024, 0.9 * 1024, batch=math.ceil(4096 / workers))
+    one = prefill_rate(StepCostModel(hw, model, prefill), prefill, 0.9 * 1024)
+    assert (k - 1) * one < done <= k * one
+    # far fewer context servers than generation servers at 1k/1k, as the recipes run (ctx4_gen1 … ctx10_gen1)
+    assert k * dep.prefill.gpus_per_instance < workers * dep.decode.gpus_per_instance
+    # eight times the prompt needs more prefill workers at the same concurrency; a stated count is kept
+    assert row_case(_dsr1_disagg(4096, isl=8192)).deployment.prefill.instances > k
+    stated = row_case(_dsr1_disagg(4096, prefill_num_workers=3, decode_num_workers=2))
+    assert (stated.deployment.prefill.instances, stated.deployment.decode.instances) == (3, 2)
+    assert not any("unstated" in n for n in stated.notes)
+
+
+def test_disaggregated_systems_cover_whole_instances_placed_in_order() -> None:
+    # 3 × 16 prefill GPUs, then 3 × 32 decode GPUs whole within 72-GPU racks: 48 | 32 + 32 | 32 → 3 racks, not 2
+    row = _dsr1_disagg(256, prefill_num_workers=3, prefill_tp_size=16, prefill_moe_ep_size=16,
+                       decode_num_workers=3, decode_tp_size=1, decode_attention_dp_size=32, decode_moe_ep_size=32)
+    case = row_case(row)
+    assert (case.hardware, case.systems) == ("gb200-nvl72", 3)
+
+
 def test_four_bit_checkpoints_run_weight_only_on_hopper() -> None:
     row = {**AGG_DENSE, "id": "gptoss_h100_vllm_agg_c4", "model_path": "openai/gpt-oss-120b", "backend": "vllm",
            "gemm_quant_mode": "nvfp4", "tp_size": 2, "moe_ep_size": 1}

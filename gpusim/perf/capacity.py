@@ -13,9 +13,11 @@ from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 
 
-def decode_rate(cost: StepCostModel, kv_capacity_tokens: int, dep: Deployment, isl: float, osl: float) -> float:
-    """Requests per second one instance finishes decoding at full batch."""
-    batch = max(1, min(dep.max_batch_size, int(kv_capacity_tokens // (isl + osl))))
+def decode_rate(cost: StepCostModel, kv_capacity_tokens: int, dep: Deployment, isl: float, osl: float,
+                batch: int | None = None) -> float:
+    """Requests per second one instance finishes decoding at `batch` sequences (default: a full batch)."""
+    full = max(1, min(dep.max_batch_size, int(kv_capacity_tokens // (isl + osl))))
+    batch = full if batch is None else max(1, min(batch, full))
     step = cost.step_time(BatchShape(decode_seqs=batch, decode_context=batch * (isl + osl / 2)))
     rate = dep.mtp.expected_tokens_per_step if dep.mtp else 1.0
     return batch * rate / (step * osl)

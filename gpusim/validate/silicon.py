@@ -20,7 +20,8 @@ profile, a model YAML and a `Deployment`:
   such an aggregated row is unsupported, with that reason. Columns shaped tp·dp = moe_tp·moe_ep = k² in
   two patterns are an export that multiplied two widths by EP: read as k GPUs by the rule in `ep_squared`.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
-  counts; where those are empty, `unstated_workers` sizes both pools for the concurrency (said in the status).
+  counts; where those are empty, `unstated_workers` sizes the decode pool for the concurrency and
+  `balanced_prefill_workers` the prefill pool for the decode pool's request rate (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
 
@@ -49,13 +50,17 @@ import pandas as pd
 
 from gpusim.analysis.published import map_accelerator
 from gpusim.errors import InputError
+from gpusim.perf.capacity import decode_rate, prefill_rate
+from gpusim.perf.memory import plan_memory
+from gpusim.perf.step import StepCostModel
+from gpusim.sim.topology import Topology
 from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.experiment import Timing
-from gpusim.specs.hardware import Dtype, load_hardware
-from gpusim.specs.model import load_model, model_names
+from gpusim.specs.hardware import Dtype, Hardware, load_hardware
+from gpusim.specs.model import ModelSpec, load_model, model_names
 from gpusim.specs.software import software_names
 from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
-from gpusim.validate.runner import WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
+from gpusim.validate.runner import RANGE_RATIO, WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
 PARTITIONS: dict[str, list[str]] = {
@@ -254,9 +259,9 @@ def harness_recv_interval(row: Mapping, model_id: str, concurrency: int) -> int:
 
 
 SEQS_PER_GPU = 64
-"""Rule for disaggregated rows without worker counts (grade D): as many workers per role as keep the
-concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
-one worker each queued far too much at high concurrency). Prefill gets the same worker count."""
+"""Rule for disaggregated rows without a decode worker count (grade D): as many decode workers as keep
+the concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
+one worker queued far too much at high concurrency)."""
 
 
 DEP_SEQS_PER_GPU = 8
@@ -267,8 +272,65 @@ the rows' decode ep field often repeats the prefill's and cannot say which."""
 
 
 def unstated_workers(concurrency: int, gpus_per_worker: int) -> int:
-    """Workers of a role whose count a disaggregated row leaves empty (`SEQS_PER_GPU` rule)."""
+    """Decode workers where a disaggregated row leaves their count empty (`SEQS_PER_GPU` rule)."""
     return max(1, math.ceil(concurrency / (SEQS_PER_GPU * gpus_per_worker)))
+
+
+def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int,
+                             osl: int) -> int:
+    """Prefill workers whose prefill rate covers the rate at which `dep`'s decode pool completes requests
+    with `concurrency` in flight, at the client's mean lengths (data rule for rows that leave the prefill
+    worker count empty, grade D).
+
+    Throughput-tuned disaggregated recipes size their context servers this way (InferenceX's DeepSeek-R1
+    recipes run ctx1_gen5 at low concurrency and ctx4_gen1 to ctx10_gen1 at high), so a prefill pool
+    often holds far fewer workers than the decode pool. The rule it replaces (as many prefill workers as
+    decode workers) gave a DeepSeek-R1 run at concurrency 10,860 43 prefill workers and TTFTs 5-20x short.
+    """
+    mean = (1 + RANGE_RATIO) / 2
+    prefill, decode = dep.role("prefill"), dep.role("decode")
+    workers = decode.instances or 1
+    kv = plan_memory(hw, model, decode).kv_capacity_tokens
+    completions = workers * decode_rate(StepCostModel(hw, model, decode), kv, decode, isl * mean, osl * mean,
+                                        batch=math.ceil(concurrency / workers))
+    return max(1, math.ceil(completions / prefill_rate(StepCostModel(hw, model, prefill), prefill, isl * mean)))
+
+
+def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: int,
+                   common: dict) -> tuple[Deployment, int, list[str]]:
+    """(deployment, GPUs, notes) of a disaggregated row: its pools as stated; a decode worker count it
+    leaves empty by `unstated_workers` (and `DEP_SEQS_PER_GPU`), a prefill count by `balanced_prefill_workers`."""
+    is_moe, domain = model.moe is not None, hw.domain_gpus
+    prefill, prefill_notes = _parallelism(row, "prefill_", None, is_moe, domain)
+    decode_notes: list[str] = []
+    decode_workers = _int(row, "decode_num_workers", 0)
+    unstated = not decode_workers
+    if unstated:
+        per_worker = _parallelism(row, "decode_", None, is_moe, domain)[0].gpus_per_instance
+        decode_workers = unstated_workers(concurrency, per_worker)
+        decode_notes.append(f"decode workers unstated: {decode_workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
+    decode, more = _parallelism(row, "decode_", math.ceil(concurrency / decode_workers), is_moe, domain)
+    decode_notes += more
+    if unstated and model.mla is not None and concurrency / (decode_workers * decode.tp) >= DEP_SEQS_PER_GPU:
+        decode = decode.model_copy(update={"attention_dp": True, "ep": decode.tp,
+                                           "max_num_tokens": TOKENS_PER_RANK * decode.tp})
+        decode_notes.append(f"unstated decode layout: attention DP + EP{decode.tp} "
+                            f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
+    decode = decode.model_copy(update={"instances": decode_workers})
+    prefill_workers = _int(row, "prefill_num_workers", 0)
+
+    def deployment(workers: int) -> Deployment:
+        pools = {"prefill": prefill.model_copy(update={"instances": workers}), "decode": decode}
+        return Deployment(mode="disaggregated", **decode.model_dump(), **pools, **common)
+
+    if not prefill_workers:
+        prefill_workers = balanced_prefill_workers(hw, model, deployment(1), concurrency, int(row["isl"]),
+                                                   int(row["osl"]))
+        prefill_notes.insert(0, f"prefill workers unstated: {prefill_workers} sized to the decode pool's request rate")
+    sizes = [prefill.gpus_per_instance] * prefill_workers + [decode.gpus_per_instance] * decode_workers
+    last = Topology(systems=len(sizes), gpus_per_system=hw.system.gpus).place(sizes)[-1]
+    # GPUs up to the end of the last instance: whole instances per system leave gaps the systems must cover
+    return deployment(prefill_workers), last.first_gpu + last.gpus, prefill_notes + decode_notes
 
 
 def row_case(row: Mapping) -> SiliconCase:
@@ -285,38 +347,19 @@ def row_case(row: Mapping) -> SiliconCase:
     weights, acts, kv = row_dtypes(row)
     software, note = row_software(row)
     notes: list[str] = [note] if note else []
-    if weights == acts == "fp4" and not load_hardware(profile[0]).supports("fp4"):
+    hw = load_hardware(profile[0])
+    if weights == acts == "fp4" and not hw.supports("fp4"):
         acts = "bf16"  # Hopper runs 4-bit checkpoints (gpt-oss MXFP4) as W4A16: weights dequantised in the GEMM
         notes.append("4-bit checkpoint on a GPU without FP4 tensor cores: fp4 weights, bf16 activations")
     elif weights == "fp4" and acts == "bf16":
         notes.append("int4 weight-only modelled as NVFP4-sized weights with bf16 activations")
     common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
               "software": software, "frontend": "http"}
-    is_moe = model.moe is not None
-    domain = load_hardware(profile[0]).domain_gpus
     if str(row.get("mode")) == "disagg":
-        pools, gpus = {}, 0
-        for role in ("prefill", "decode"):
-            workers = _int(row, f"{role}_num_workers", 0)
-            par, more = _parallelism(row, f"{role}_", None, is_moe, domain)
-            unstated = not workers
-            if unstated:
-                workers = unstated_workers(concurrency, par.gpus_per_instance)
-                notes.append(f"{role} workers unstated: {workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
-            if role == "decode":
-                par, more = _parallelism(row, f"{role}_", math.ceil(concurrency / workers), is_moe, domain)
-                if unstated and model.mla is not None and concurrency / (workers * par.tp) >= DEP_SEQS_PER_GPU:
-                    par = par.model_copy(update={"attention_dp": True, "ep": par.tp,
-                                                 "max_num_tokens": TOKENS_PER_RANK * par.tp})
-                    more.append(f"unstated decode layout: attention DP + EP{par.tp} "
-                                f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
-            notes += more
-            pools[role] = par.model_copy(update={"instances": workers})
-            gpus += workers * par.gpus_per_instance
-        dep = Deployment(mode="disaggregated", **pools["decode"].model_dump(), prefill=pools["prefill"],
-                         decode=pools["decode"], **common)
+        dep, gpus, more = _disaggregated(row, model, hw, concurrency, common)
+        notes += more
     else:
-        par, more = _parallelism(row, "", concurrency, is_moe, domain)
+        par, more = _parallelism(row, "", concurrency, model.moe is not None, hw.domain_gpus)
         notes += more
         recv = harness_recv_interval(row, model_id, concurrency)
         if recv > 1:
