@@ -331,6 +331,15 @@ def test_disaggregated_systems_cover_whole_instances_placed_in_order() -> None:
     assert (case.hardware, case.systems) == ("gb200-nvl72", 3)
 
 
+def test_unstated_pools_that_cannot_run_say_why() -> None:
+    from gpusim.validate.silicon import predict_case
+
+    with pytest.raises(Unsupported, match="tp: weights need"):  # DeepSeek-R1 FP8 on 2 H100s: no rate to size by
+        row_case(_dsr1_disagg(64, system="h100_sxm", decode_tp_size=2, decode_moe_ep_size=2))
+    wide = row_case(_dsr1_disagg(64, system="h200_sxm", prefill_tp_size=16, prefill_moe_ep_size=16))
+    assert predict_case(wide).status.startswith("unsupported: prefill.tp: tp = 16 exceeds the NVLink domain")
+
+
 def test_four_bit_checkpoints_run_weight_only_on_hopper() -> None:
     row = {**AGG_DENSE, "id": "gptoss_h100_vllm_agg_c4", "model_path": "openai/gpt-oss-120b", "backend": "vllm",
            "gemm_quant_mode": "nvfp4", "tp_size": 2, "moe_ep_size": 1}

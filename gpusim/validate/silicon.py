@@ -290,7 +290,10 @@ def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: Deployment, co
     mean = (1 + RANGE_RATIO) / 2
     prefill, decode = dep.role("prefill"), dep.role("decode")
     workers = decode.instances or 1
-    kv = plan_memory(hw, model, decode).kv_capacity_tokens
+    try:
+        kv = plan_memory(hw, model, decode).kv_capacity_tokens
+    except InputError as exc:  # the decode pool cannot hold the weights: no rate to size against
+        raise Unsupported(f"{exc.field}: {exc.message}") from None
     completions = workers * decode_rate(StepCostModel(hw, model, decode), kv, decode, isl * mean, osl * mean,
                                         batch=math.ceil(concurrency / workers))
     return max(1, math.ceil(completions / prefill_rate(StepCostModel(hw, model, prefill), prefill, isl * mean)))
@@ -328,7 +331,7 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
                                                    int(row["osl"]))
         prefill_notes.insert(0, f"prefill workers unstated: {prefill_workers} sized to the decode pool's request rate")
     sizes = [prefill.gpus_per_instance] * prefill_workers + [decode.gpus_per_instance] * decode_workers
-    last = Topology(systems=len(sizes), gpus_per_system=hw.system.gpus).place(sizes)[-1]
+    last = Topology(systems=sum(sizes), gpus_per_system=hw.system.gpus).place(sizes)[-1]
     # GPUs up to the end of the last instance: whole instances per system leave gaps the systems must cover
     return deployment(prefill_workers), last.first_gpu + last.gpus, prefill_notes + decode_notes
 
