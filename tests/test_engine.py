@@ -10,7 +10,7 @@ from gpusim.perf.step import BatchShape
 from gpusim.sim.cluster import Cluster, Pool
 from gpusim.sim.instance import Instance
 from gpusim.sim.kvcache import KVCache
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AdpBalance, BatchWait, Deployment
 
 BASE, PER_TOKEN, PER_CTX = 0.010, 1e-5, 1e-7
 
@@ -104,6 +104,72 @@ def test_scheduler_recv_interval_fast_forward_matches_stepping(monkeypatch):
     np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
     np.testing.assert_allclose(fast.completion_s, slow.completion_s, rtol=1e-9)
     assert fast.first_token_s.mean() > simulate(wl, instances=2).records.first_token_s.mean()
+
+
+def test_batch_wait_holds_a_context_request_until_the_timeout_or_the_token_ratio():
+    prompt, first_out, wait = 100, 200, 7
+    prefill = BASE + PER_TOKEN * prompt
+    decode = [BASE + PER_TOKEN + PER_CTX * (prompt + 1 + i) for i in range(first_out)]
+    wl = Workload.create([0.0, prefill + decode[0] / 2], [prompt, prompt], [first_out, 2])
+    joint = BASE + PER_TOKEN * (prompt + 1)
+    # 101 tokens never reach 0.9 × 8192: the request sits out `wait` iterations, then runs in the next one
+    held = simulate(wl, batch_wait=BatchWait(timeout_iters=wait, max_tokens_ratio=0.9)).records.first_token_s[1]
+    assert held == pytest.approx(prefill + sum(decode[:wait + 1]) + joint + PER_CTX * (prompt + 2 + wait), rel=1e-12)
+    # its 100 prompt tokens and 1 generating token fill 1% of the budget: no wait
+    at_once = simulate(wl, batch_wait=BatchWait(timeout_iters=wait, max_tokens_ratio=0.01)).records.first_token_s[1]
+    assert at_once == pytest.approx(prefill + decode[0] + joint + PER_CTX * (prompt + 2), rel=1e-12)
+    # nothing generating, nothing held: with attention DP the setting does not apply either
+    alone = Workload.create([0.0], [prompt], [2])
+    assert simulate(alone, batch_wait=BatchWait(timeout_iters=wait, max_tokens_ratio=0.9)).records.first_token_s[0] \
+        == pytest.approx(prefill, rel=1e-12)
+
+
+def test_attention_dp_balance_waits_for_every_rank_or_the_timeout():
+    prompt, out, timeout = 100, 300, 10
+    prefill = BASE + PER_TOKEN * 2 * prompt  # requests 0 and 1 together, one per rank afterwards
+    decode = [BASE + PER_TOKEN * 2 + PER_CTX * 2 * (prompt + 1 + i) for i in range(out)]
+    arrive = prefill + decode[0] / 2
+    adp = {"tp": 2, "attention_dp": True}
+    balance = AdpBalance(timeout_iters=timeout, batching_wait_iters=0)
+
+    def first_token(arrivals: list[float], **dep) -> float:
+        n = len(arrivals)
+        wl = Workload.create([0.0, 0.0, *arrivals], [prompt] * (n + 2), [out, out] + [2] * n)
+        return simulate(wl, **adp, **dep).records.first_token_s[2]
+
+    def joint(steps: int, new: int = 1) -> float:  # the new prefills beside decode step `steps`
+        return BASE + PER_TOKEN * (new * prompt + 2) + PER_CTX * 2 * (prompt + 1 + steps)
+
+    # without balance the request runs in the iteration after it arrived
+    assert first_token([arrive]) == pytest.approx(prefill + decode[0] + joint(1), rel=1e-12)
+    # one request cannot reach both ranks: the counter (running since decoding began) reaches the timeout
+    # at the 10th iteration after the prefill: nine decode steps first
+    held = first_token([arrive], adp_balance=balance)
+    assert held == pytest.approx(prefill + sum(decode[:timeout - 1]) + joint(timeout - 1), rel=1e-12)
+    # two requests reach both ranks: they run at once
+    both = first_token([arrive, arrive], adp_balance=balance)
+    assert both == pytest.approx(prefill + decode[0] + joint(1, new=2), rel=1e-12)
+
+
+def test_every_rank_needs_a_request_counting_the_less_loaded_ranks_filling_first():
+    from gpusim.sim.gate import _to_reach_every_rank
+
+    assert _to_reach_every_rank([3, 1, 2]) == (0 + 2 + 1) + 1
+    assert _to_reach_every_rank([2, 2]) == 2
+    assert _to_reach_every_rank([0, 0, 0, 0]) == 4
+
+
+@pytest.mark.parametrize("gate", [{"batch_wait": BatchWait(timeout_iters=20, max_tokens_ratio=0.5)},
+                                  {"adp_balance": AdpBalance(timeout_iters=30), "tp": 4, "attention_dp": True}])
+def test_context_gates_fast_forward_matches_stepping(monkeypatch, gate):
+    wl = poisson(300, qps=30, seed=5)
+    fast = simulate(wl, instances=2, **gate).records
+    monkeypatch.setattr(Instance, "fast_forward", False)
+    slow = simulate(wl, instances=2, **gate).records
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.completion_s, slow.completion_s, rtol=1e-9)
+    ungated = {k: v for k, v in gate.items() if k in ("tp", "attention_dp")}
+    assert fast.first_token_s.mean() > simulate(wl, instances=2, **ungated).records.first_token_s.mean()
 
 
 def test_fast_forward_saves_cost_model_calls():

@@ -11,7 +11,9 @@ Roles: an `aggregated` instance prefills and decodes; a `prefill` instance hands
 (`handoff`) once its first token is out; a `decode` instance takes requests whose KV has arrived
 (`submit_prefilled`). With MTP a decode step emits `rate` = 1 + a1 + a1·a2 + … tokens per sequence
 (the expected accepted length). With `scheduler_recv_interval` > 1 (SGLang's) new requests wait in a
-`RequestPoller` until the scheduler's next read, and pure-decode spans end at each read.
+`RequestPoller` until the scheduler's next read, and pure-decode spans end at each read. With TensorRT-LLM's
+`adp_balance` or `batch_wait` a `ContextGate` may hold queued requests back an iteration at a time; those
+iterations run one step each.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import simpy
 
 from gpusim.errors import InputError
 from gpusim.perf.step import BatchShape
+from gpusim.sim.gate import make_gate
 from gpusim.sim.kvcache import KVCache
 from gpusim.sim.poller import RequestPoller
 from gpusim.sim.prefixcache import PrefixCache
@@ -75,6 +78,9 @@ class Instance:
         self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
         recv = deployment.scheduler_recv_interval
         self.poller = RequestPoller(recv) if recv > 1 else None
+        self.gate = make_gate(deployment, dp)
+        self._held = False
+        """The context gate held queued requests back this iteration (the step then runs alone)."""
         self.waiting: deque[Request] = deque()
         """Requests to prefill (new, or preempted for recompute)."""
         self.arrived: deque[Request] = deque()
@@ -147,7 +153,7 @@ class Instance:
             self._make_room()
             self._admit_arrived()
             chunks, pairs = self._schedule_prefill()
-            if chunks or not self.decoding or not self.fast_forward:
+            if chunks or not self.decoding or not self.fast_forward or self._held:
                 if not chunks and not self.decoding:
                     req = (self.waiting or self.arrived)[0]
                     raise InputError(
@@ -202,6 +208,8 @@ class Instance:
         self.busy_s += _span(done, t0, slope)
         if self.poller is not None:
             self.poller.ran(done, prefill=False)
+        if self.gate is not None:  # this iteration's gate call was `_schedule_prefill`'s; the rest idle
+            self.gate.idle(done - 1, self._rank_seqs())
         self._advance(done)
 
     # ---- scheduling -------------------------------------------------------------------------
@@ -255,8 +263,24 @@ class Instance:
             self.records.first_token_s[req.id] = self.env.now
             self._join_decode(req)
 
+    def _rank_seqs(self) -> list[int]:
+        """Generating sequences per attention-DP rank (one entry without attention DP)."""
+        return self.ranks.seqs if self.ranks is not None else [len(self.decoding)]
+
+    def _gate_holds(self) -> bool:
+        """One iteration of the context gate: whether it holds the queued requests back now."""
+        if self.gate is None:
+            return False
+        if not self.waiting:
+            self.gate.idle(1, self._rank_seqs())
+            return False
+        queued_tokens = sum(r.prefill_target - r.computed for r in self.waiting)
+        return not self.gate.release(len(self.waiting), queued_tokens, self._rank_seqs())
+
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:
-        """Prefill chunks for this step: continuing prefills first, then new admissions."""
+        """Prefill chunks for this step: continuing prefills first, then new admissions (unless the
+        context gate holds them)."""
+        self._held = self._gate_holds()
         budget = self.budget - len(self.decoding)
         chunks: list[tuple[Request, int]] = []
         pairs = 0.0
@@ -267,7 +291,8 @@ class Instance:
             chunks.append((req, c))
             pairs += c * req.computed + c * (c + 1) / 2
             budget -= c
-        while self.waiting and budget > 0 and len(self.decoding) + len(self.prefilling) < self.max_batch:
+        while (self.waiting and not self._held and budget > 0
+               and len(self.decoding) + len(self.prefilling) < self.max_batch):
             req = self.waiting[0]
             target = req.prefill_target
             self._pin(req, self._cached_blocks(req, target))  # pinned first: eviction must spare them

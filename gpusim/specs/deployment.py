@@ -66,6 +66,28 @@ class MTP(BaseModel):
         return total
 
 
+class AdpBalance(BaseModel):
+    """TensorRT-LLM's attention-DP balance (`attention_dp_config` with `enable_balance`): new context
+    requests run when every attention-DP rank has one, else after `timeout_iters` scheduler iterations;
+    with every rank generating, `batching_wait_iters` more (defaults: TensorRT-LLM's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_iters: int = Field(50, ge=1)
+    batching_wait_iters: int = Field(10, ge=0)
+
+
+class BatchWait(BaseModel):
+    """TensorRT-LLM's batch waiting without attention DP (`batch_wait_timeout_iters`,
+    `batch_wait_max_tokens_ratio`): while generation runs, new context requests wait until they and the
+    generation tokens reach `max_tokens_ratio` × `max_num_tokens`, or for `timeout_iters` iterations."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_iters: int = Field(ge=1)
+    max_tokens_ratio: float = Field(ge=0, le=1)
+
+
 class Deployment(Parallelism):
     """One serving deployment. Every field is a what-if knob; defaults follow TensorRT-LLM's.
 
@@ -84,6 +106,11 @@ class Deployment(Parallelism):
     scheduler_recv_interval: int = Field(1, ge=1)
     """SGLang's --scheduler-recv-interval: new requests are read only every this many pure-decode steps
     (and right after a step with prefill); 1 reads before every step, as vLLM and TensorRT-LLM do."""
+    adp_balance: AdpBalance | None = None
+    """Hold new context requests until every attention-DP rank has one (TensorRT-LLM; attention DP only)."""
+    batch_wait: BatchWait | None = None
+    """Hold new context requests while generation runs until they fill a share of the token budget
+    (TensorRT-LLM; without attention DP, where it ignores the setting)."""
     kv_block_tokens: int = Field(32, ge=1)
     gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     """Fraction of HBM left after weights and workspace that the KV cache may take."""
