@@ -427,3 +427,29 @@ def test_inferencex_sglang_rows_read_new_requests_every_n_decode_steps(change, i
     case = row_case(row)
     assert case.deployment.scheduler_recv_interval == interval
     assert any("scheduler-recv-interval" in n for n in case.notes) is (interval > 1)
+
+
+_TP8_FP8 = {"attention_dp_size": 1, "tp_size": 8, "batch_size": 64, "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8",
+            "precision": "fp8", "model_path": "deepseek-ai/DeepSeek-R1"}
+
+
+@pytest.mark.parametrize(("change", "gate"), [
+    ({}, "adp_balance"),  # attention DP: balance with InferenceX's timeout of 60 iterations
+    (_TP8_FP8, "batch_wait"),  # FP8 on B200 at 1k/1k from concurrency 64
+    ({**_TP8_FP8, "silicon_data_source": "silicon_concurrency=32"}, None),
+    ({**_TP8_FP8, "osl": 8192}, None),
+    ({**_TP8_FP8, "gemm_quant_mode": "nvfp4"}, None),
+    ({"backend": "sglang"}, None),
+    ({"model_path": "zai-org/GLM-5-FP8"}, None),
+])
+def test_inferencex_trtllm_deepseek_rows_hold_context_requests(change, gate) -> None:
+    row = {**AGG_MOE_DP, "id": "dsr1_b200_trtllm_agg_1024x1024_c64_cfg3", "backend": "trtllm", "isl": 1024,
+           "osl": 1024, "silicon_data_source": "silicon_concurrency=64", "batch_size": 8, **change}
+    case = row_case(row)
+    d = case.deployment
+    assert (d.adp_balance is not None, d.batch_wait is not None) == (gate == "adp_balance", gate == "batch_wait")
+    if gate == "adp_balance":
+        assert (d.adp_balance.timeout_iters, d.adp_balance.batching_wait_iters) == (60, 0)
+    if gate == "batch_wait":
+        assert (d.batch_wait.timeout_iters, d.batch_wait.max_tokens_ratio) == (40, 0.8)
+    assert any(n.startswith(f"InferenceX launch: {gate}") for n in case.notes) is (gate is not None)

@@ -54,7 +54,7 @@ from gpusim.perf.capacity import decode_rate, prefill_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
 from gpusim.sim.topology import Topology
-from gpusim.specs.deployment import Deployment, Parallelism
+from gpusim.specs.deployment import AdpBalance, BatchWait, Deployment, Parallelism
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
@@ -258,6 +258,32 @@ def harness_recv_interval(row: Mapping, model_id: str, concurrency: int) -> int:
     return rule["high"] if concurrency >= rule["from_concurrency"] else rule["low"]
 
 
+INFERENCEX_TRTLLM_GATES = {"adp_balance": AdpBalance(timeout_iters=60, batching_wait_iters=0),
+                           "batch_wait": BatchWait(timeout_iters=40, max_tokens_ratio=0.8),
+                           "batch_wait_from_concurrency": 64}
+"""Data rule (grade B, the launch scripts themselves): InferenceX's single-node TensorRT-LLM scripts for
+DeepSeek-R1 (SemiAnalysisAI/InferenceX benchmarks/single_node/dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh,
+…) write `attention_dp_config: {enable_balance: true, batching_wait_iters: 0, timeout_iters: 60}` whenever
+they run attention DP, and dsr1_fp8_b200_trt.sh adds `batch_wait_timeout_iters: 40` and
+`batch_wait_max_tokens_ratio: 0.8` (its DELAY_BATCHING) at 1k/1k from concurrency 64 (max_num_tokens at
+least 8192). Rows of other models and backends run without either."""
+_GATE_MODELS = ("deepseek-r1", "deepseek-v3")
+
+
+def harness_context_gate(row: Mapping, model_id: str, concurrency: int, par: Parallelism) -> dict:
+    """The TensorRT-LLM context gate an aggregated row's launch set (`INFERENCEX_TRTLLM_GATES`), as
+    deployment fields (empty when none)."""
+    if str(row.get("backend")) != "trtllm" or str(row.get("mode")) != "agg" or model_id not in _GATE_MODELS:
+        return {}
+    rule = INFERENCEX_TRTLLM_GATES
+    if par.attention_dp:
+        return {"adp_balance": rule["adp_balance"]}
+    if (str(row.get("system")) == "b200_sxm" and row_dtypes(row)[0] == "fp8" and int(row["isl"]) == 1024
+            and int(row["osl"]) == 1024 and concurrency >= rule["batch_wait_from_concurrency"]):
+        return {"batch_wait": rule["batch_wait"]}
+    return {}
+
+
 SEQS_PER_GPU = 64
 """Rule for disaggregated rows without a decode worker count (grade D): as many decode workers as keep
 the concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
@@ -368,6 +394,9 @@ def row_case(row: Mapping) -> SiliconCase:
         if recv > 1:
             common["scheduler_recv_interval"] = recv
             notes.append(f"InferenceX launch: scheduler-recv-interval {recv}")
+        gate = harness_context_gate(row, model_id, concurrency, par)
+        common.update(gate)
+        notes += [f"InferenceX launch: {name} {cfg.model_dump()}" for name, cfg in gate.items()]
         gpus = par.gpus_per_instance
         dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
     hardware, systems = map_system(system, gpus) or profile
