@@ -453,3 +453,16 @@ def test_inferencex_trtllm_deepseek_rows_hold_context_requests(change, gate) -> 
     if gate == "batch_wait":
         assert (d.batch_wait.timeout_iters, d.batch_wait.max_tokens_ratio) == (40, 0.8)
     assert any(n.startswith(f"InferenceX launch: {gate}") for n in case.notes) is (gate is not None)
+
+
+@pytest.mark.parametrize(("change", "wait"), [({}, True), ({"tp_size": 8}, False), ({"osl": 8192}, False),
+                                              ({"backend": "vllm"}, False)])
+def test_inferencex_trtllm_llama70b_rows_batch_wait_at_1k1k_below_tp8(change, wait) -> None:
+    row = {**AGG_DENSE, "id": "llama70b_b200_trtllm_agg_1024x1024_c64_cfg4", "model_path": "meta-llama/Llama-3.1-70B",
+           "system": "b200_sxm", "isl": 1024, "osl": 1024, "tp_size": 4, "batch_size": 64,
+           "silicon_data_source": "silicon_concurrency=64", **change}
+    d = row_case(row).deployment
+    assert (d.batch_wait is not None) is wait
+    assert d.max_num_tokens == (8192 if change.get("backend") == "vllm" else 16384)
+    if wait:
+        assert (d.batch_wait.timeout_iters, d.batch_wait.max_tokens_ratio) == (20, 0.9)

@@ -258,29 +258,43 @@ def harness_recv_interval(row: Mapping, model_id: str, concurrency: int) -> int:
     return rule["high"] if concurrency >= rule["from_concurrency"] else rule["low"]
 
 
-INFERENCEX_TRTLLM_GATES = {"adp_balance": AdpBalance(timeout_iters=60, batching_wait_iters=0),
-                           "batch_wait": BatchWait(timeout_iters=40, max_tokens_ratio=0.8),
-                           "batch_wait_from_concurrency": 64}
-"""Data rule (grade B, the launch scripts themselves): InferenceX's single-node TensorRT-LLM scripts for
-DeepSeek-R1 (SemiAnalysisAI/InferenceX benchmarks/single_node/dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh,
-…) write `attention_dp_config: {enable_balance: true, batching_wait_iters: 0, timeout_iters: 60}` whenever
-they run attention DP, and dsr1_fp8_b200_trt.sh adds `batch_wait_timeout_iters: 40` and
-`batch_wait_max_tokens_ratio: 0.8` (its DELAY_BATCHING) at 1k/1k from concurrency 64 (max_num_tokens at
-least 8192). Rows of other models and backends run without either."""
-_GATE_MODELS = ("deepseek-r1", "deepseek-v3")
+INFERENCEX_TRTLLM_LAUNCH = {
+    "deepseek": {"adp_balance": AdpBalance(timeout_iters=60, batching_wait_iters=0),
+                 "batch_wait": BatchWait(timeout_iters=40, max_tokens_ratio=0.8), "batch_wait_from_concurrency": 64},
+    "llama70b": {"max_num_tokens": 16384, "batch_wait": BatchWait(timeout_iters=20, max_tokens_ratio=0.9),
+                 "batch_wait_below_tp": 8},
+}
+"""Data rule (grade B, the launch scripts themselves, SemiAnalysisAI/InferenceX benchmarks/):
+- DeepSeek-R1 (single_node/dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh, …) writes `attention_dp_config:
+  {enable_balance: true, batching_wait_iters: 0, timeout_iters: 60}` whenever it runs attention DP, and
+  dsr1_fp8_b200_trt.sh adds `batch_wait_timeout_iters: 40`, `batch_wait_max_tokens_ratio: 0.8` (its
+  DELAY_BATCHING) at 1k/1k from concurrency 64 (max_num_tokens at least 8192). DeepSeek-V3 rows take the
+  same recipe.
+- Llama 3.1 70B (70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, the H200 variants) launches with
+  `--max_num_tokens 16384` and, at 1k/1k below TP8, `batch_wait_timeout_iters: 20`,
+  `batch_wait_max_tokens_ratio: 0.9`.
+Rows of other models and backends run with TensorRT-LLM's defaults (nothing held)."""
 
 
-def harness_context_gate(row: Mapping, model_id: str, concurrency: int, par: Parallelism) -> dict:
-    """The TensorRT-LLM context gate an aggregated row's launch set (`INFERENCEX_TRTLLM_GATES`), as
-    deployment fields (empty when none)."""
-    if str(row.get("backend")) != "trtllm" or str(row.get("mode")) != "agg" or model_id not in _GATE_MODELS:
+def harness_trtllm_launch(row: Mapping, model_id: str, concurrency: int, par: Parallelism) -> dict:
+    """Deployment fields an aggregated TensorRT-LLM row's InferenceX launch set (`INFERENCEX_TRTLLM_LAUNCH`),
+    empty when none."""
+    if str(row.get("backend")) != "trtllm" or str(row.get("mode")) != "agg":
         return {}
-    rule = INFERENCEX_TRTLLM_GATES
-    if par.attention_dp:
-        return {"adp_balance": rule["adp_balance"]}
-    if (str(row.get("system")) == "b200_sxm" and row_dtypes(row)[0] == "fp8" and int(row["isl"]) == 1024
-            and int(row["osl"]) == 1024 and concurrency >= rule["batch_wait_from_concurrency"]):
-        return {"batch_wait": rule["batch_wait"]}
+    one_k = int(row["isl"]) == int(row["osl"]) == 1024
+    if model_id in ("deepseek-r1", "deepseek-v3"):
+        rule = INFERENCEX_TRTLLM_LAUNCH["deepseek"]
+        if par.attention_dp:
+            return {"adp_balance": rule["adp_balance"]}
+        if (str(row.get("system")) == "b200_sxm" and row_dtypes(row)[0] == "fp8" and one_k
+                and concurrency >= rule["batch_wait_from_concurrency"]):
+            return {"batch_wait": rule["batch_wait"]}
+    if model_id == "llama3.1-70b":
+        rule = INFERENCEX_TRTLLM_LAUNCH["llama70b"]
+        launch = {"max_num_tokens": rule["max_num_tokens"]}
+        if one_k and par.tp < rule["batch_wait_below_tp"]:
+            launch["batch_wait"] = rule["batch_wait"]
+        return launch
     return {}
 
 
@@ -394,11 +408,10 @@ def row_case(row: Mapping) -> SiliconCase:
         if recv > 1:
             common["scheduler_recv_interval"] = recv
             notes.append(f"InferenceX launch: scheduler-recv-interval {recv}")
-        gate = harness_context_gate(row, model_id, concurrency, par)
-        common.update(gate)
-        notes += [f"InferenceX launch: {name} {cfg.model_dump()}" for name, cfg in gate.items()]
+        launch = harness_trtllm_launch(row, model_id, concurrency, par)
+        notes += [f"InferenceX launch: {name} {value}" for name, value in launch.items()]
         gpus = par.gpus_per_instance
-        dep = Deployment(**par.model_copy(update={"instances": 1}).model_dump(), **common)
+        dep = Deployment(**{**par.model_copy(update={"instances": 1}).model_dump(), **common, **launch})
     hardware, systems = map_system(system, gpus) or profile
     return SiliconCase(hardware, systems, model_id, dep, concurrency, int(row["isl"]), int(row["osl"]),
                        tuple(notes))
