@@ -110,7 +110,7 @@ class Deployment(Parallelism):
     """Hold new context requests until every attention-DP rank has one (TensorRT-LLM; attention DP only)."""
     batch_wait: BatchWait | None = None
     """Hold new context requests while generation runs until they fill a share of the token budget
-    (TensorRT-LLM; without attention DP, where it ignores the setting)."""
+    (TensorRT-LLM; pools without attention DP only, as TensorRT-LLM ignores it with attention DP)."""
     kv_block_tokens: int = Field(32, ge=1)
     gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
     """Fraction of HBM left after weights and workspace that the KV cache may take."""
