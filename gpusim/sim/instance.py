@@ -269,8 +269,6 @@ class Instance:
 
     def _gate_holds(self) -> bool:
         """One iteration of the context gate: whether it holds the queued requests back now."""
-        if self.gate is None:
-            return False
         if not self.waiting:
             self.gate.idle(1, self._rank_seqs())
             return False
@@ -280,7 +278,7 @@ class Instance:
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:
         """Prefill chunks for this step: continuing prefills first, then new admissions (unless the
         context gate holds them)."""
-        self._held = self._gate_holds()
+        self._held = self.gate is not None and self._gate_holds()
         budget = self.budget - len(self.decoding)
         chunks: list[tuple[Request, int]] = []
         pairs = 0.0
