@@ -304,6 +304,33 @@ def test_memory_plan_by_hand_tp2() -> None:
     assert dp.kv_bytes_per_token_per_gpu == 2 * per_token  # each rank keeps all heads of its sequences
 
 
+def test_kv_pool_follows_each_engines_memory_rule() -> None:
+    """TensorRT-LLM: 0.9 of what weights and workspace leave; vLLM: 0.9 of all HBM less both; a deployment's
+    gpu_memory_fraction replaces the engine's default under its rule."""
+    hw, model = hardware(hbm_gib=80), dense_model()
+    dep = Deployment(tp=1, weights="bf16", max_num_tokens=8192, max_batch_size=8)
+    trt = plan_memory(hw, model, dep)
+    w, ws, hbm = trt.weights_per_gpu, trt.workspace_per_gpu, 80 * GiB
+    assert trt.kv_per_gpu == pytest.approx((hbm - w - ws) * 0.9)
+    vllm = plan_memory(hw, model, dep.model_copy(update={"software": "vllm"}))
+    assert vllm.kv_per_gpu == pytest.approx(0.9 * hbm - w - ws)
+    knob = dep.model_copy(update={"gpu_memory_fraction": 0.8})
+    assert plan_memory(hw, model, knob).kv_per_gpu == pytest.approx((hbm - w - ws) * 0.8)
+    assert plan_memory(hw, model, knob, load_software("vllm")).kv_per_gpu == pytest.approx(0.8 * hbm - w - ws)
+
+
+def test_an_engine_rule_that_leaves_no_kv_cache_names_the_knob() -> None:
+    """Weights fit in what TensorRT-LLM's rule leaves, but 0.5 of all HBM (vLLM's knob) is below them."""
+    hw, model = hardware(hbm_gib=0.1), dense_model()
+    dep = Deployment(tp=1, weights="bf16", software="vllm", gpu_memory_fraction=0.5, max_num_tokens=64,
+                     max_batch_size=1)
+    trt = plan_memory(hw, model, dep.model_copy(update={"software": "trtllm"}))
+    assert trt.kv_per_gpu > 0 and trt.weights_per_gpu > 0.5 * 0.1 * GiB
+    with pytest.raises(InputError) as err:
+        plan_memory(hw, model, dep)
+    assert err.value.field == "gpu_memory_fraction"
+
+
 def test_mla_latent_replicated_across_tp() -> None:
     mla = MLA(q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
     model = dense_model(mla=mla)
@@ -398,7 +425,7 @@ def test_linear_attention_state_slots_are_reserved_before_the_kv_cache() -> None
     model, hw = hybrid_model(), hardware(hbm_gib=80)
     small, large = (plan_memory(hw, model, Deployment(max_batch_size=b)) for b in (8, 264))
     reserved = (264 - 8) * model.state_bytes_per_sequence
-    logits = (large.workspace_per_gpu - small.workspace_per_gpu) * Deployment().gpu_memory_fraction
+    logits = (large.workspace_per_gpu - small.workspace_per_gpu) * load_software("trtllm").kv_memory.fraction
     assert small.kv_per_gpu - large.kv_per_gpu == pytest.approx(reserved + logits)
     with pytest.raises(InputError, match="linear-attention state"):
         plan_memory(hardware(hbm_gib=1), model, Deployment(max_batch_size=65536))

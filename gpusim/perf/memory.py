@@ -16,6 +16,10 @@ Workspace (an estimate of TensorRT-LLM's activation buffers for max_num_tokens t
 4 hidden-size bf16 buffers (residual, normed input, attention output, FFN output) plus the widest
 per-GPU FFN intermediate (gate and up, bf16: 2 · width · 2 bytes; MoE: top_k expert rows), plus fp32
 logits for max_batch_size rows of vocab / tp.
+
+The KV pool is what the engine's rule (`SoftwareProfile.kv_memory`) grants: TensorRT-LLM takes a
+fraction of the HBM left after weights and workspace, vLLM a fraction of all HBM less weights and
+workspace.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from gpusim.perf.ops import BF16, DTYPE_BYTES, ceil_div, mixer_params_per_gpu
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
-from gpusim.specs.software import SoftwareProfile
+from gpusim.specs.software import SoftwareProfile, load_software
 
 GiB = 2**30
 
@@ -40,7 +44,7 @@ class MemoryPlan:
     """Bytes."""
     workspace_per_gpu: float
     kv_per_gpu: float
-    """Bytes the KV cache may take: (HBM − weights − workspace) · gpu_memory_fraction."""
+    """Bytes the KV cache may take (`kv_budget_per_gpu`, less any linear-attention state)."""
     kv_bytes_per_token_per_gpu: float
     kv_capacity_tokens: int
     """KV tokens one instance can hold (full-attention layers)."""
@@ -97,14 +101,24 @@ def workspace_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     return dep.max_num_tokens * per_token + logits
 
 
+def kv_budget_per_gpu(hbm: float, weights: float, workspace: float, dep: Deployment,
+                      software: SoftwareProfile) -> float:
+    """Bytes of one GPU's HBM the engine gives its KV cache (and any linear-attention state), by the
+    profile's `kv_memory` rule with the deployment's `gpu_memory_fraction` or the engine's default."""
+    rule = software.kv_memory
+    fraction = dep.gpu_memory_fraction or rule.fraction
+    if rule.rule == "total":
+        return hbm * fraction - weights - workspace
+    return (hbm - weights - workspace) * fraction
+
+
 def plan_memory(
     hardware: Hardware, model: ModelSpec, deployment: Deployment, software: SoftwareProfile | None = None,
 ) -> MemoryPlan:
-    """Weights, workspace and KV cache per GPU; InputError when the weights do not fit.
-
-    `software` is accepted for symmetry with StepCostModel (no memory constant lives there yet).
-    """
+    """Weights, workspace and KV cache per GPU (the KV pool by `software`'s rule, the deployment's
+    profile when None); InputError when the weights do not fit or leave no KV cache."""
     dep = deployment
+    sw = software or load_software(dep.software)
     w = weights_per_gpu(model, dep)
     ws = workspace_per_gpu(model, dep)
     hbm = hardware.hbm_bytes
@@ -123,17 +137,23 @@ def plan_memory(
             f"short by {-free / GiB:.1f} GiB; use a larger tp/ep, more pp"
             + (" or fp4 weights" if hardware.supports("fp4") and dep.weights != "fp4" else ""),
         )
+    budget = kv_budget_per_gpu(hbm, w, ws, dep, sw)
+    if budget <= 0:
+        raise InputError(
+            "deployment", "gpu_memory_fraction",
+            f"{sw.name} leaves no KV cache: weights take {w / GiB:.1f} GiB per GPU and its {sw.kv_memory.rule} "
+            f"rule grants {budget / GiB:.1f} GiB; use a larger tp/ep or a higher gpu_memory_fraction")
     state = state_per_gpu(model, dep)
-    kv = free * dep.gpu_memory_fraction - state
+    kv = budget - state
     if kv <= 0:
         raise InputError("deployment", "max_batch_size", f"linear-attention state for {dep.max_batch_size} "
                          f"sequences needs {state / GiB:.1f} GiB per GPU, more than the "
-                         f"{(kv + state) / GiB:.1f} GiB left; use a smaller max_batch_size or more tp")
+                         f"{budget / GiB:.1f} GiB left; use a smaller max_batch_size or more tp")
     per_tok = kv_bytes_per_token_per_gpu(model, dep)
     ranks = dep.tp if dep.attention_dp else 1
     capacity = int(kv // per_tok) * ranks if per_tok > 0 else 0
     return MemoryPlan(w, ws, kv, per_tok, capacity)
 
 
-__all__ = ["MemoryPlan", "kv_bytes_per_token_per_gpu", "plan_memory", "state_per_gpu", "weights_per_gpu",
-           "workspace_per_gpu"]
+__all__ = ["MemoryPlan", "kv_budget_per_gpu", "kv_bytes_per_token_per_gpu", "plan_memory", "state_per_gpu",
+           "weights_per_gpu", "workspace_per_gpu"]

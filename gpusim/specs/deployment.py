@@ -112,8 +112,10 @@ class Deployment(Parallelism):
     """Hold new context requests while generation runs until they fill a share of the token budget
     (TensorRT-LLM; pools without attention DP only, as TensorRT-LLM ignores it with attention DP)."""
     kv_block_tokens: int = Field(32, ge=1)
-    gpu_memory_fraction: float = Field(0.9, gt=0, le=1)
-    """Fraction of HBM left after weights and workspace that the KV cache may take."""
+    gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
+    """The engine's KV memory knob, read by its software profile's `kv_memory` rule: TensorRT-LLM's
+    free_gpu_memory_fraction (of the HBM weights and workspace leave) or vLLM's gpu_memory_utilization (of
+    all HBM). None: the engine's default."""
     router: Literal["round_robin", "least_loaded", "kv_aware"] = "least_loaded"
     mode: Literal["aggregated", "disaggregated"] = "aggregated"
     prefill: Parallelism | None = None

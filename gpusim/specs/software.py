@@ -10,11 +10,12 @@ C derived, D assumed or fitted). A profile may override any constant for one GPU
 from __future__ import annotations
 
 from functools import cache
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpusim.specs.loading import ROOT, catalog, load_named
-from gpusim.specs.sourced import Sourced
+from gpusim.specs.sourced import Grade, Sourced
 
 SOFTWARE = ROOT / "hardware_profiles" / "software"
 
@@ -73,6 +74,23 @@ def precision_constant(name: str, dtype: str) -> str:
     if dtype == "bf16":
         return "gemm_efficiency_max" if name == "gemm_efficiency" else name
     return f"{name}_{dtype}"
+
+
+class KvMemory(BaseModel):
+    """How the engine sizes its KV cache pool on each GPU (`perf.memory.kv_budget_per_gpu`).
+
+    `free`: `fraction` of the HBM weights and the activation workspace leave (TensorRT-LLM's
+    free_gpu_memory_fraction). `total`: `fraction` of all HBM, less weights and workspace (vLLM's
+    gpu_memory_utilization). A deployment's `gpu_memory_fraction` replaces `fraction`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: Literal["free", "total"] = "free"
+    fraction: float = Field(0.9, gt=0, le=1)
+    """The engine's default."""
+    source: str = "TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9"
+    grade: Grade = "B"
 
 
 class SoftwareProfile(BaseModel):
@@ -156,6 +174,8 @@ class SoftwareProfile(BaseModel):
     """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
     The part the overlap scheduler does not hide: behind an HTTP front end (`Deployment.frontend`) it adds
     seqs · host_seq_us to the step (busiest attention-DP rank)."""
+    kv_memory: KvMemory = KvMemory()
+    """How the engine sizes its KV cache pool (TensorRT-LLM's rule unless the profile says otherwise)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
@@ -231,4 +251,4 @@ def load_software(name: str) -> SoftwareProfile:
     return load_named(SoftwareProfile, SOFTWARE, name, "software")
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "SoftwareProfile", "load_software", "software_names"]
+__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "SoftwareProfile", "load_software", "software_names"]
