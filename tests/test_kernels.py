@@ -107,6 +107,14 @@ def test_allreduce_formula_matches_collectives() -> None:
         assert t == pytest.approx(want)
 
 
+def test_allreduce_rows_keep_the_fastest_implementation_per_shape() -> None:
+    """vLLM's and SGLang's tables time an eager and a CUDA-graph kernel per (GPUs, size): the faster stands."""
+    rows = pd.DataFrame({"num_gpus": [2, 2, 8, 8], "message_size": [1024] * 4,
+                         "kernel_source": ["eager", "graph", "eager", "graph"], "latency": [0.02, 0.004, 0.01, 0.03]})
+    kept = kernels._prep_allreduce(rows).sort_values("num_gpus")
+    assert list(kept["kernel_source"]) == ["graph", "eager"] and list(kept["latency"]) == [0.004, 0.01]
+
+
 def test_kernel_tables_load_and_compare() -> None:
     data = kernels.aic_data_dir()
     if data is None:
