@@ -118,3 +118,15 @@ def test_offline_contenders_are_ranked_by_the_full_run_they_report():
     assert len(rates) >= 2 and rates == sorted(rates, reverse=True)
     assert sr.best is sr.ranked[0].peak and sr.best.confirmed
     assert all(r.peak.trial.checks.min_duration_s == 240.0 for r in sr.ranked)  # the reported run, not a shorter one
+
+
+def test_a_reasoning_offline_run_of_loadgens_minimum_length_is_set_by_its_drain():
+    """DeepSeek-R1's 20k-token outputs: LoadGen's minimum count holds about one batch of them, so the run's
+    tail, not the engine's rate, sets its tokens/s; a run as long as submitters' reports more."""
+    from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+
+    setup = prepare("b300-hgx", "deepseek-r1")
+    short = trial(setup, "offline", duration_s=600.0)
+    long = trial(setup, "offline", duration_s=SUBMISSION_DURATION_S)
+    assert long.result.summary["completed_requests"] > 3 * short.result.summary["completed_requests"]
+    assert long.tokens_per_s > 1.1 * short.tokens_per_s

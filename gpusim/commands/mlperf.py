@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
 
 SCENARIOS = ["offline", "server", "interactive"]
@@ -37,7 +38,8 @@ class MlperfExperiment(BaseModel):
     deployment: str | None = None
     """A deployment YAML, relative to the experiment file."""
     search: bool = False
-    duration_s: float | None = Field(None, gt=0)
+    duration_s: float = Field(SUBMISSION_DURATION_S, gt=0)
+    """Simulated seconds per run, also the min duration: as long as submitters run (600 is LoadGen's minimum)."""
     seed: int = 0
     timing: Timing = "roofline"
     """How kernels are timed: the fitted roofline, or NVIDIA's measured tables (`table`)."""
@@ -58,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--search", action="store_true", help="search the deployments that fit for the best")
     m.add_argument("--qps", type=float, help="judge this Server/Interactive QPS instead of searching the peak")
     m.add_argument("--duration", dest="duration_s", type=float,
-                   help="min duration in seconds (default 600, as mlperf.conf); shorter runs are not conformant")
+                   help=f"min duration in seconds (default {SUBMISSION_DURATION_S:.0f}, as long as submitters run; "
+                        "mlperf.conf's minimum is 600, shorter runs are not conformant)")
     m.add_argument("--seed", type=int, default=None)
     add_timing(m, default=None)  # None: the experiment's value, else roofline
     m.add_argument("--out", type=Path, help="write mlperf_log_summary.txt and summary.json here")
@@ -90,7 +93,8 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
             raise InputError("command line", name, f"--{name} is required (or give experiment YAMLs)")
     exp = MlperfExperiment(hardware=args.hardware, systems=args.systems or 1, benchmark=args.benchmark,
                            scenario=args.scenario, deployment=args.deployment, search=args.search,
-                           duration_s=args.duration_s, seed=args.seed or 0, timing=args.timing or "roofline")
+                           duration_s=args.duration_s or SUBMISSION_DURATION_S, seed=args.seed or 0,
+                           timing=args.timing or "roofline")
     out, text = mlperf_result(exp, args, log)
     if args.out is not None:
         _write(args.out, text, out)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.validate.runner import WAVES
 
 SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions")
@@ -35,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/mlperf_calibration.csv")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
-    m.add_argument("--duration", type=float, help="simulated seconds per run (default: the benchmark's minimum)")
+    m.add_argument("--duration", type=float, default=SUBMISSION_DURATION_S,
+                   help=f"simulated seconds per run (default {SUBMISSION_DURATION_S:.0f}, as long as submitters run; "
+                        "600 is LoadGen's minimum)")
     add_timing(m)
     m.set_defaults(func=_cmd_mlperf)
 

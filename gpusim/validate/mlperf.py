@@ -29,6 +29,7 @@ from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.build import prepare
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.search import search_deployments
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
@@ -74,7 +75,7 @@ def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> D
 
 
 def predict_row(row: PublishedRow, software: str, duration_s: float | None = None,
-                timing: Timing = "roofline") -> tuple[float, str]:
+                timing: Timing = "roofline") -> tuple[float, Deployment]:
     """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it."""
     try:
         hw = load_hardware(row.hardware, row.systems)
@@ -84,10 +85,10 @@ def predict_row(row: PublishedRow, software: str, duration_s: float | None = Non
     except InputError as exc:
         raise RowUnsupported(exc.message) from None
     best = found.best
-    return value_in_unit(best.trial.result.summary, row.unit, row.gpus), best.setup.deployment.name
+    return value_in_unit(best.trial.result.summary, row.unit, row.gpus), best.setup.deployment
 
 
-def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, str] | str:
+def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, Deployment] | str:
     """`predict_row`, or the reason the row is unsupported (for the process pool)."""
     try:
         return predict_row(*args)
@@ -99,8 +100,10 @@ def _key(row: PublishedRow, software: str) -> tuple:
     return row.hardware, row.systems, row.gpus, row.benchmark, row.scenario, row.unit, software
 
 
-def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 1, timing: Timing = "roofline") -> dict:
-    """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions)."""
+def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, workers: int = 1,
+                    timing: Timing = "roofline") -> dict:
+    """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions); runs last
+    `duration_s` (default: as long as submitters run, `SUBMISSION_DURATION_S`)."""
     try:
         table = pd.read_csv(path)
     except (OSError, pd.errors.ParserError) as exc:
@@ -137,9 +140,9 @@ def validate_mlperf(path: Path, duration_s: float | None = None, workers: int = 
             if isinstance(res, str):
                 out["status"] = f"unsupported: {res}"
             else:
-                predicted, dep_name = res
+                predicted, dep = res
                 out.update(predicted=predicted, ratio=predicted / row.value, hardware=row.hardware, gpus=row.gpus,
-                           deployment=dep_name, status="ok" + (f" ({note})" if note else ""))
+                           deployment=dep.name, status="ok" + (f" ({note})" if note else ""))
         rows.append(out)
     ok = [r for r in rows if r["ratio"] is not None]
     mape = sum(abs(r["ratio"] - 1) for r in ok) / len(ok) if ok else None
