@@ -192,3 +192,54 @@ def test_reciprocal_constants_fit_in_their_linear_variable() -> None:
     too_fast = fit.fit_surrogate(base, slopes, {"ttft": c * 0.5, "tpot": np.ones(3)}, {name: u0}, lower=lower)
     assert fit.from_fitted(name, too_fast[name]) == pytest.approx(0.75)  # capped at the best kernel's fraction
     assert du > 0
+
+
+def test_mlperf_offline_rows_pin_a_constant_the_silicon_rows_do_not_see() -> None:
+    # Silicon rows: the host time per sequence moves neither metric (small batches); the front-end time
+    # explains their TTFT. Offline rows: seconds per token grow 2e-6 per µs of host time.
+    n = 40
+    train = pd.DataFrame({"silicon_ttft_ms": np.full(n, 120.0), "silicon_tpot_ms": np.full(n, 10.0)})
+
+    def pred(ttft: float) -> pd.DataFrame:
+        return pd.DataFrame({"status": ["ok"] * n, "predicted_ttft_ms": np.full(n, ttft),
+                             "predicted_tpot_ms": np.full(n, 10.0)})
+
+    step = fit.FITTED["host_seq_us"]
+    base_s = np.array([1e-4, 2e-4, 4e-4])
+    slope = np.array([2e-6, 4e-6, 8e-6])
+    measured = base_s + (50.0 - 30.0) * slope
+    offline = fit.OfflineFit(base_s, {"host_seq_us": base_s + step * slope}, measured)
+    theta0 = {"host_seq_us": 30.0, "request_overhead_ms": 0.0}
+    got, errors = fit.fit_requests(train, pred(100.0), {"host_seq_us": pred(100.0)}, theta0, offline)
+    assert got["host_seq_us"] == pytest.approx(50.0, rel=1e-6)
+    assert got["request_overhead_ms"] == pytest.approx(20.0, rel=1e-6)
+    assert errors["mlperf_offline_rows"] == 3 and errors["mape_mlperf_offline"] == pytest.approx(0.0, abs=1e-9)
+    # Without them the host time is free: nothing moves it away from where the LP starts its basis.
+    alone, errors = fit.fit_requests(train, pred(100.0), {"host_seq_us": pred(100.0)}, theta0)
+    assert "mape_mlperf_offline" not in errors and alone["host_seq_us"] != pytest.approx(50.0)
+
+
+def test_throughput_mape_is_the_published_ratio_error() -> None:
+    # predicted twice as fast (half the seconds per token): throughput ratio 2, error 100%
+    assert fit.throughput_mape(np.array([0.5, 1.0]), np.array([1.0, 1.0])) == pytest.approx(0.5)
+
+
+def test_offline_rows_are_the_rounds_of_the_fitted_profile_on_searched_deployments(tmp_path) -> None:
+    from gpusim.calibrate.offline import offline_rows, predict_offline
+
+    csv = tmp_path / "published.csv"
+    row = {"system": "h100", "accelerator": "NVIDIA H100-SXM-80GB", "num_accelerators": 1,
+           "benchmark": "llama3.1-8b", "scenario": "Offline", "value": 3000.0, "unit": "tokens/s"}
+    pd.DataFrame([
+        {**row, "round": "v6.1"},
+        {**row, "round": "v6.1", "value": 6000.0},  # a second submitter: same setting, searched once
+        {**row, "round": "v4.1"},  # runs with trtllm-v5.1
+        {**row, "round": "v6.1", "scenario": "Server"},  # not fitted
+        {**row, "round": "v6.1", "accelerator": "AMD Instinct MI355X"},  # no profile
+    ]).to_csv(csv, index=False)
+    rows = offline_rows(csv, "trtllm", "trtllm", duration_s=30.0, workers=1)
+    assert [r.row.value for r in rows] == [3000.0, 6000.0]
+    assert rows[0].deployment == rows[1].deployment and rows[0].deployment.software == "trtllm"
+    assert rows[1].measured_s_per_token == pytest.approx(1 / 6000.0)
+    s = predict_offline(rows, 30.0, workers=1)
+    assert s[0] == s[1] and 0 < s[0] < 1e-2  # seconds per token per GPU of one simulated run

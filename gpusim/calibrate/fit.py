@@ -15,10 +15,14 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    fraction, fitted as its reciprocal, in which attention time is linear, below the best published
    kernel's 75%). Their differences give each row's TTFT and TPOT slopes; the per-request front-end
    time adds to TTFT alone.
-   Under that linear surrogate the constants minimising MAPE(TTFT) + MAPE(TPOT) are a weighted L1
-   regression, solved exactly as a linear program.
-3. The held-out rows of the profile's backend run in the real engine with the final constants; the fit
-   (surrogate, training rows) and held-out MAPE go into the profile's `calibration:` block.
+   The published MLPerf Offline rows whose round runs with the profile join them
+   (`gpusim.calibrate.offline`): each on the deployment the MLPerf search finds, its seconds per output
+   token per GPU nudged the same way. They weigh the large batches the silicon sample never reaches.
+   Under that linear surrogate the constants minimising MAPE(TTFT) + MAPE(TPOT) + MAPE(MLPerf Offline)
+   are a weighted L1 regression, solved exactly as a linear program.
+3. The held-out rows of the profile's backend run in the real engine with the final constants, and so do
+   the MLPerf Offline rows; the fit (surrogate, training rows) and held-out MAPE go into the profile's
+   `calibration:` block.
 
 With `--timing table` the engine times kernels from the measured tables (gpusim.perf.table_step): step 1
 does not apply, step 2 fits the same overheads but the prefill-attention fraction, and they and the
@@ -31,6 +35,7 @@ import datetime as dt
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +44,7 @@ import yaml
 from scipy import sparse
 from scipy.optimize import linprog
 
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
 
@@ -177,12 +183,23 @@ def _metrics(pred: pd.DataFrame, ok: np.ndarray) -> dict[str, np.ndarray]:
             "tpot": pred.loc[ok, "predicted_tpot_ms"].to_numpy(float)}
 
 
+@dataclass(frozen=True)
+class OfflineFit:
+    """MLPerf Offline rows in the request-level fit (`gpusim.calibrate.offline`): seconds per output token
+    per GPU, predicted at `theta0` (`base`) and with each constant nudged (`nudged[n]`), and published."""
+
+    base: np.ndarray
+    nudged: dict[str, np.ndarray]
+    measured: np.ndarray
+
+
 def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.DataFrame],
-                 theta0: dict[str, float]) -> tuple[dict[str, float], dict]:
+                 theta0: dict[str, float], offline: OfflineFit | None = None) -> tuple[dict[str, float], dict]:
     """(constants, fit errors): the `FITTED` engine constants and `request_overhead_ms`, fitted on the
-    training rows. `base` holds the engine's predictions at the values `theta0`, `nudged[n]` those with
-    constant n's fitted variable (`to_fitted`) raised by `FITTED[n]`; their differences are the surrogate's
-    slopes. The request overhead adds to TTFT alone (front-end time before the engine), so its slope is exact."""
+    training rows (and the `offline` MLPerf rows, a third metric of equal weight). `base` holds the engine's
+    predictions at the values `theta0`, `nudged[n]` those with constant n's fitted variable (`to_fitted`)
+    raised by `FITTED[n]`; their differences are the surrogate's slopes. The request overhead adds to TTFT
+    alone (front-end time before the engine), so its slope is exact."""
     ok = _ok(base)
     for pred in nudged.values():
         ok &= _ok(pred)
@@ -191,12 +208,29 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
     b = _metrics(base, ok)
     slopes = {n: {m: (v - b[m]) / FITTED[n] for m, v in _metrics(nudged[n], ok).items()} for n in nudged}
     slopes["request_overhead_ms"] = {"ttft": np.ones(len(t)), "tpot": np.zeros(len(t))}
+    if offline is not None:
+        good = np.isfinite(offline.base) & np.logical_and.reduce([np.isfinite(v) for v in offline.nudged.values()])
+        if good.any():
+            b["mlperf"], measured["mlperf"] = offline.base[good], offline.measured[good]
+            for n in nudged:
+                slopes[n]["mlperf"] = (offline.nudged[n][good] - b["mlperf"]) / FITTED[n]
+            slopes["request_overhead_ms"]["mlperf"] = np.zeros(int(good.sum()))
     x0 = {n: to_fitted(n, v) for n, v in theta0.items()}
     x = fit_surrogate(b, slopes, measured, x0, lower={n: 1.0 / top for n, top in RECIPROCAL.items()})
     pred = {m: b[m] + sum((x[n] - x0[n]) * slopes[n][m] for n in x) for m in b}
-    return {n: from_fitted(n, v) for n, v in x.items()}, {
-        "rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
-        "mape_tpot": mape(pred["tpot"], measured["tpot"])}
+    errors = {"rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
+              "mape_tpot": mape(pred["tpot"], measured["tpot"])}
+    if "mlperf" in b:
+        errors.update(mlperf_offline_rows=len(b["mlperf"]),
+                      mape_mlperf_offline=throughput_mape(pred["mlperf"], measured["mlperf"]))
+    return {n: from_fitted(n, v) for n, v in x.items()}, errors
+
+
+def throughput_mape(pred_s: np.ndarray, measured_s: np.ndarray) -> float | None:
+    """MAPE of throughput (predicted / published − 1, as `gpusim validate mlperf` reports it) from seconds
+    per token."""
+    ratio = np.asarray(measured_s, float) / np.asarray(pred_s, float)
+    return float(np.mean(np.abs(ratio - 1))) if ratio.size else None
 
 
 # ---- the profile file ----------------------------------------------------------------------------------------
@@ -250,14 +284,19 @@ def calibration_block(command: str, data: str, fit: dict, held_out: dict) -> dic
 # ---- the whole procedure --------------------------------------------------------------------------------------------
 def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, command: str, train_sample: int = 120,
               held_sample: int | None = None, max_rows: int = 800, ops: bool = True, workers: int = 2,
-              timing: Timing = "roofline", op_families: tuple[str, ...] = ()) -> dict:
+              timing: Timing = "roofline", op_families: tuple[str, ...] = (), mlperf: Path | None = None,
+              mlperf_duration_s: float = SUBMISSION_DURATION_S) -> dict:
     """Steps 1-3 of the module docstring for profile `name` fitted on `backend`; returns the calibration block.
     `op_families` (name prefixes, e.g. "moe") limits step 1 to those families; the other op-level
-    constants keep their values. Under `timing: table` the engine times kernels from the measured tables:
-    no op-level step, and the request-level constants (but the prefill-attention fraction, which the
-    tables replace) are fitted into the profile's `table_timing`."""
+    constants keep their values. `mlperf` adds the Offline rows of that published-results CSV whose round
+    runs with `name` to step 2 (`gpusim.calibrate.offline`, runs of `mlperf_duration_s`). Under `timing:
+    table` the engine times kernels from the measured tables: no op-level step, no MLPerf rows, and the
+    request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
+    the profile's `table_timing`."""
+    from gpusim.calibrate.offline import offline_rows, predict_offline
     from gpusim.validate.silicon import predict_rows, read_sample
 
+    rounds_of = start.id  # the MLPerf rounds that run with the profile fitted from
     if start.id != name:
         start = start.model_copy(update={"id": name, "name": f"{backend} (from {start.name})"})
     arch_values: dict[str, dict[str, float]] = {}
@@ -295,18 +334,30 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     def write(values: dict[str, float], block: dict) -> None:
         write_profile(name, sw, arch_values, values, block, timing=timing)
 
-    def nudged(constant: str) -> pd.DataFrame:
-        raised = from_fitted(constant, to_fitted(constant, theta0[constant]) + FITTED[constant])
-        write({constant: raised}, pending)
-        return predict(train)
-
     write({}, pending)
-    base = predict(train)
-    theta, fitted = fit_requests(train, base, {n: nudged(n) for n in names}, theta0)
+    offline = (offline_rows(mlperf, rounds_of, name, mlperf_duration_s, workers)
+               if mlperf and timing == "roofline" else [])
+
+    def predict_offline_rows() -> np.ndarray:
+        return predict_offline(offline, mlperf_duration_s, workers)
+
+    base, base_offline = predict(train), predict_offline_rows()
+    nudged_silicon, nudged_offline = {}, {}
+    for n in names:
+        write({n: from_fitted(n, to_fitted(n, theta0[n]) + FITTED[n])}, pending)
+        nudged_silicon[n], nudged_offline[n] = predict(train), predict_offline_rows()
+    measured_offline = np.array([r.measured_s_per_token for r in offline])
+    theta, fitted = fit_requests(train, base, nudged_silicon, theta0,
+                                 OfflineFit(base_offline, nudged_offline, measured_offline) if offline else None)
     data = (f"{silicon.name}: {backend} rows, {HOLDOUT:.0%} held out (seed {SEED}); engine on {len(train)} training "
             f"rows; {op_note}" + (f" (mean family MAPE after fit {mean_err:.0%})" if ops else ""))
+    if offline:
+        data += (f"; {mlperf.name}: {len(offline)} Offline rows run with {name}, each on the deployment the MLPerf "
+                 f"search finds ({mlperf_duration_s:.0f} s runs)")
     write(theta, calibration_block(command, data, fitted, {}))
     held_err = row_errors(held.reset_index(drop=True), predict(held))
+    if offline:  # the fitted rows in the real engine at the final constants
+        held_err["mlperf_offline_simulated"] = throughput_mape(predict_offline_rows(), measured_offline)
     block = calibration_block(command, data, fitted, held_err)
     write_profile(name, load_software(name), arch_values, theta, block, timing=timing)
     return block

@@ -29,7 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
                                          "(--round) instead of fitting")
     c.add_argument("--round", default="v5.1", help="MLPerf round of the older generation (--derive-from)")
-    c.add_argument("--mlperf", type=Path, default=DEFAULT_MLPERF, help="mlperf_calibration.csv (--derive-from)")
+    c.add_argument("--mlperf", type=Path, default=DEFAULT_MLPERF,
+                   help="published MLPerf results: their Offline rows that run with --profile join the fit "
+                        "(and --derive-from takes its ratio from them)")
+    c.add_argument("--no-mlperf", action="store_true", help="fit on the silicon sample alone")
     c.add_argument("--workers", type=int, default=2)
     c.add_argument("--json", action="store_true", help="print the calibration block as JSON")
     c.set_defaults(func=_cmd)
@@ -46,12 +49,14 @@ def _cmd(args: argparse.Namespace) -> int:
     start = args.start or args.profile
     if start not in software_names():
         raise InputError("command line", "profile", f"no software profile {start!r} (valid: {software_names()})")
-    if not args.silicon.is_file():
-        raise InputError(str(args.silicon), "--silicon", "no such file")
+    for path, flag in ((args.silicon, "--silicon"), (None if args.no_mlperf else args.mlperf, "--mlperf")):
+        if path is not None and not path.is_file():
+            raise InputError(str(path), flag, "no such file")
     block = fit.calibrate(args.profile, load_software(start), args.backend or args.profile.split("-")[0],
                           args.silicon, command, train_sample=args.train_sample, held_sample=args.held_out_sample,
                           max_rows=args.max_rows, ops=not args.no_ops, workers=max(1, args.workers),
-                          timing=args.timing, op_families=tuple(args.op_families))
+                          timing=args.timing, op_families=tuple(args.op_families),
+                          mlperf=None if args.no_mlperf else args.mlperf)
     return _print(args, block)
 
 
@@ -62,6 +67,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
         if v is not None and (k in ("profile", "derive_from", "round")) == bool(args.derive_from or k == "profile"):
             out.append(f"--{k.replace('_', '-')} {v}")
     return (out + (["--no-ops"] if args.no_ops else []) + (["--timing table"] if args.timing == "table" else [])
+            + (["--no-mlperf"] if args.no_mlperf and not args.derive_from else [])
             + (["--op-families " + " ".join(args.op_families)] if args.op_families else []))
 
 

@@ -1,0 +1,91 @@
+"""Published MLPerf Offline results as calibration rows for `gpusim calibrate`.
+
+The silicon sample measures serving at up to a few hundred sequences per engine; MLPerf submissions run
+thousands, where the per-sequence host time and the per-step overheads weigh differently. So the
+request-level fit (`gpusim.calibrate.fit`) also takes the Offline rows of `mlperf_calibration.csv` whose
+round runs with the profile being fitted (`software_for_round`). Each row's deployment is the one the
+MLPerf search (`gpusim mlperf --search`) finds at the constants the fit starts from; it stays fixed while
+the constants are nudged, so the row's seconds per output token per GPU (the reciprocal of the published
+tokens/s/GPU, linear in the overheads) gets finite-difference slopes like a silicon row's TPOT. Server and
+Interactive rows are not fitted (their peak QPS is a bisection, too coarse for slopes): they, and the
+silicon rows held out, are the validation.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpusim.analysis.published import PublishedRow, RowUnsupported, read_published
+from gpusim.build import prepare
+from gpusim.search import trial
+from gpusim.specs.deployment import Deployment
+from gpusim.validate.mlperf import predict_row, software_for_round, value_in_unit
+
+
+@dataclass(frozen=True)
+class OfflineRow:
+    """One published Offline result and the deployment that reproduces it."""
+
+    row: PublishedRow
+    deployment: Deployment
+
+    @property
+    def measured_s_per_token(self) -> float:
+        """Published seconds per output token per GPU."""
+        return 1.0 / self.row.tokens_per_s_per_gpu
+
+
+def _key(row: PublishedRow) -> tuple:
+    return row.hardware, row.systems, row.gpus, row.benchmark
+
+
+def _searched(args: tuple[PublishedRow, str, float]) -> Deployment | str:
+    row, software, duration_s = args
+    try:
+        return predict_row(row, software, duration_s)[1]
+    except RowUnsupported as exc:
+        return str(exc)
+
+
+def _pool_map(fn, jobs: list, workers: int) -> list:
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            return list(pool.map(fn, jobs))
+    return [fn(j) for j in jobs]
+
+
+def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, workers: int = 2) -> list[OfflineRow]:
+    """The Offline rows of `path` whose round runs with software `rounds_of` (`software_for_round`), each with
+    the deployment the MLPerf search finds for it with software `profile` (distinct settings searched once,
+    `workers` at a time); unsupported rows are left out."""
+    rows = [r for r in read_published(path)
+            if r.scenario == "offline" and software_for_round(r.round)[0] == rounds_of]
+    keys = list(dict.fromkeys(_key(r) for r in rows))
+    first = {k: next(r for r in rows if _key(r) == k) for k in keys}
+    found = dict(zip(keys, _pool_map(_searched, [(first[k], profile, duration_s) for k in keys], workers),
+                     strict=True))
+    return [OfflineRow(r, found[_key(r)]) for r in rows if isinstance(found[_key(r)], Deployment)]
+
+
+def _s_per_token(args: tuple[OfflineRow, float]) -> float:
+    case, duration_s = args
+    r = case.row
+    setup = prepare(r.hardware, r.benchmark, r.systems, case.deployment)
+    got = value_in_unit(trial(setup, "offline", None, duration_s).result.summary, "tokens/s/GPU", r.gpus)
+    return 1.0 / got if got > 0 else float("nan")
+
+
+def predict_offline(rows: list[OfflineRow], duration_s: float, workers: int = 2) -> np.ndarray:
+    """Seconds per output token per GPU of each row's deployment with the software profiles as they are now
+    (identical settings simulated once)."""
+    keys = list(dict.fromkeys((_key(c.row), c.deployment.model_dump_json()) for c in rows))
+    first = {k: next(c for c in rows if (_key(c.row), c.deployment.model_dump_json()) == k) for k in keys}
+    got = dict(zip(keys, _pool_map(_s_per_token, [(first[k], duration_s) for k in keys], workers), strict=True))
+    return np.array([got[(_key(c.row), c.deployment.model_dump_json())] for c in rows], dtype=float)
+
+
+__all__ = ["OfflineRow", "offline_rows", "predict_offline"]
