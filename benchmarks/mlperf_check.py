@@ -3,10 +3,10 @@
     python benchmarks/mlperf_check.py [--round v6.1] [--max-gpus 8]
 
 For each published Offline row whose hardware and benchmark gpusim models, the default deployment runs
-on exactly that many GPUs, in process (`frontend: loadgen`: the cost model alone, without the serving
-front end some benchmarks' submissions use), and the predicted tokens/s/GPU is printed beside the
-published one. This is a sanity check (the spine's factor-of-two bar); `gpusim validate mlperf` predicts
-each row the way its submitters run it.
+on exactly that many GPUs, for as long as submitters run (`SUBMISSION_DURATION_S`) and in process
+(`frontend: loadgen`: the cost model alone, without the serving front end some benchmarks' submissions
+use), and the predicted tokens/s/GPU is printed beside the published one. This is a sanity check (the
+spine's factor-of-two bar); `gpusim validate mlperf` predicts each row the way its submitters run it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import gpusim
 from gpusim.analysis.published import read_published
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.benchmark import benchmark_names, load_benchmark
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
@@ -30,8 +31,8 @@ def predict_offline(hardware: str, systems: int, gpus: int, benchmark: str) -> f
     hw = load_hardware(hardware, systems)
     dep = default_deployment(hw, load_model(load_benchmark(benchmark).model))
     dep = dep.model_copy(update={"instances": max(1, gpus // dep.gpus_per_instance), "frontend": "loadgen"})
-    return gpusim.run(hardware, benchmark, "offline", systems=systems, deployment=dep).summary[
-        "output_tokens_per_s_per_gpu"]
+    return gpusim.run(hardware, benchmark, "offline", systems=systems, deployment=dep,
+                      duration_s=SUBMISSION_DURATION_S).summary["output_tokens_per_s_per_gpu"]
 
 
 def comparisons(csv: Path = CSV, round_: str | None = None, max_gpus: int | None = None) -> list[dict]:

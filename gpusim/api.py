@@ -93,9 +93,10 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
 
 
 def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:
-    """The requests a scenario issues; Offline is sized from the expected QPS as LoadGen sizes it."""
+    """The requests a scenario issues; Offline is sized from the expected QPS as LoadGen sizes it for the run's
+    duration (the benchmark's minimum unless `spec.duration_s`)."""
     if spec.scenario == "offline":
-        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps())
+        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps(), spec.duration_s)
         return scenarios.offline(bench, spec.seed, samples=samples)
     if spec.scenario in ("server", "interactive"):
         return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,

@@ -33,7 +33,7 @@ from gpusim.api import Result, run_setup
 from gpusim.build import Setup
 from gpusim.deploy import check_deployment, roles
 from gpusim.errors import InputError
-from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.perf.capacity import instance_rate
 from gpusim.perf.memory import plan_memory
@@ -84,9 +84,6 @@ def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: flo
     Offline without `samples` issues LoadGen's count for that min duration.
     """
     bench, min_duration = setup.bench, duration_s or setup.bench.min_duration_s
-    if scenario == "offline" and samples is None:
-        sized = bench.model_copy(update={"min_duration_s": min_duration})
-        samples = scenarios.offline_sample_count(sized, expected_qps(setup, "offline", seed))
     hw = setup.hardware
     spec = RunSpec(hardware=hw.system.id, systems=hw.systems, oversubscription=hw.oversubscription,
                    benchmark=bench.id, model=setup.model.id, scenario=scenario, qps=qps,

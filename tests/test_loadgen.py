@@ -237,3 +237,18 @@ def test_closed_loop_range_ratio_draws_lengths_from_the_upper_band():
     assert set(fixed.input_tokens) == {1000} and set(fixed.output_tokens) == {200}
     with pytest.raises(InputError, match="range_ratio"):
         closed_loop(8, 1000, 200, 10, range_ratio=0.0)
+
+
+
+def test_an_offline_run_is_sized_for_its_duration() -> None:
+    from gpusim.build import prepare
+    from gpusim.loadgen.scenarios import offline_sample_count
+
+    setup = prepare("b300-hgx", "deepseek-r1")  # ~14 QPS: LoadGen's count is above the 4,388-sample floor
+    qps = setup.expected_qps()
+    assert offline_sample_count(setup.bench, qps, 2400.0) == math.ceil(1.1 * 2400.0 * qps)
+    assert offline_sample_count(setup.bench, qps) == offline_sample_count(setup.bench, qps, 600.0)
+    import gpusim
+
+    got = gpusim.run("b300-hgx", "deepseek-r1", "offline", duration_s=2400.0).summary["issued_requests"]
+    assert got == offline_sample_count(setup.bench, qps, 2400.0)

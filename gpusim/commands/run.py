@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
     r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
     r.add_argument("--deployment", help="deployment YAML (default: chosen for the hardware and model)")
-    r.add_argument("--duration", dest="duration_s", type=float, help="seconds of arrivals (server)")
+    r.add_argument("--duration", dest="duration_s", type=float,
+                   help="seconds of arrivals (server); the min duration an Offline run is sized for (default 600)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default

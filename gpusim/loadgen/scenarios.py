@@ -49,9 +49,11 @@ OFFLINE_SLACK = 1.1
 """LoadGen's kSlack: Offline issues 1.1 × min_duration × target_qps samples (test_settings_internal.cc)."""
 
 
-def offline_sample_count(bench: BenchmarkSpec, expected_qps: float) -> int:
-    """Samples of an Offline run: max(min_query_count, 1.1 · min_duration · expected QPS), as LoadGen sizes it."""
-    return max(bench.offline_min_query_count, math.ceil(OFFLINE_SLACK * bench.min_duration_s * expected_qps))
+def offline_sample_count(bench: BenchmarkSpec, expected_qps: float, min_duration_s: float | None = None) -> int:
+    """Samples of an Offline run: max(min_query_count, 1.1 · min_duration · expected QPS), as LoadGen sizes it
+    (min duration: the benchmark's unless given)."""
+    duration = bench.min_duration_s if min_duration_s is None else min_duration_s
+    return max(bench.offline_min_query_count, math.ceil(OFFLINE_SLACK * duration * expected_qps))
 
 
 def offline(bench: BenchmarkSpec, seed: int, samples: int | None = None) -> Workload:

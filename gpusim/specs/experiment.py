@@ -36,9 +36,10 @@ class RunSpec(BaseModel):
     deployment: str | Deployment | None = None
     """A deployment YAML path, an inline deployment, or None for the default for the hardware and model."""
     duration_s: float | None = Field(None, gt=0)
-    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default)."""
+    """Server/interactive: seconds of arrivals; Offline: the min duration LoadGen sizes the run for (MLPerf's
+    minimum, 600, by default)."""
     samples: int | None = Field(None, ge=1)
-    """Requests to issue (Offline: MLPerf's min query count by default)."""
+    """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
     seed: int = 0
     oversubscription: float = Field(1.0, ge=1)
     """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
