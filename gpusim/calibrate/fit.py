@@ -289,9 +289,9 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     """Steps 1-3 of the module docstring for profile `name` fitted on `backend`; returns the calibration block.
     `op_families` (name prefixes, e.g. "moe") limits step 1 to those families; the other op-level
     constants keep their values. `mlperf` adds the Offline rows of that published-results CSV whose round
-    runs with `start` to step 2 (run with `name`; `gpusim.calibrate.offline`, runs of `mlperf_duration_s`). Under `timing:
-    table` the engine times kernels from the measured tables: no op-level step, no MLPerf rows, and the
-    request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
+    runs with `start` to step 2 (run with `name`; `gpusim.calibrate.offline`, runs of `mlperf_duration_s`).
+    Under `timing: table` the engine times kernels from the measured tables: no op-level step, no MLPerf
+    rows, and the request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
     the profile's `table_timing`."""
     from gpusim.calibrate.offline import offline_rows, predict_offline
     from gpusim.validate.silicon import predict_rows, read_sample

@@ -13,7 +13,6 @@ silicon rows held out, are the validation.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from gpusim.analysis.published import PublishedRow, RowUnsupported, read_published
 from gpusim.build import prepare
+from gpusim.parallel import parallel_map
 from gpusim.search import trial
 from gpusim.specs.deployment import Deployment
 from gpusim.validate.mlperf import predict_row, software_for_round, value_in_unit
@@ -51,13 +51,6 @@ def _searched(args: tuple[PublishedRow, str, float]) -> Deployment | str:
         return str(exc)
 
 
-def _pool_map(fn, jobs: list, workers: int) -> list:
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            return list(pool.map(fn, jobs))
-    return [fn(j) for j in jobs]
-
-
 def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, workers: int = 2) -> list[OfflineRow]:
     """The Offline rows of `path` whose round runs with software `rounds_of` (`software_for_round`), each with
     the deployment the MLPerf search finds for it with software `profile` (distinct settings searched once,
@@ -66,7 +59,7 @@ def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, wo
             if r.scenario == "offline" and software_for_round(r.round)[0] == rounds_of]
     keys = list(dict.fromkeys(_key(r) for r in rows))
     first = {k: next(r for r in rows if _key(r) == k) for k in keys}
-    found = dict(zip(keys, _pool_map(_searched, [(first[k], profile, duration_s) for k in keys], workers),
+    found = dict(zip(keys, parallel_map(_searched, [(first[k], profile, duration_s) for k in keys], workers),
                      strict=True))
     return [OfflineRow(r, found[_key(r)]) for r in rows if isinstance(found[_key(r)], Deployment)]
 
@@ -84,7 +77,7 @@ def predict_offline(rows: list[OfflineRow], duration_s: float, workers: int = 2)
     (identical settings simulated once)."""
     keys = list(dict.fromkeys((_key(c.row), c.deployment.model_dump_json()) for c in rows))
     first = {k: next(c for c in rows if (_key(c.row), c.deployment.model_dump_json()) == k) for k in keys}
-    got = dict(zip(keys, _pool_map(_s_per_token, [(first[k], duration_s) for k in keys], workers), strict=True))
+    got = dict(zip(keys, parallel_map(_s_per_token, [(first[k], duration_s) for k in keys], workers), strict=True))
     return np.array([got[(_key(c.row), c.deployment.model_dump_json())] for c in rows], dtype=float)
 
 

@@ -20,7 +20,6 @@ run once each, `workers` at a time in separate processes.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +29,7 @@ from gpusim.build import prepare
 from gpusim.deploy import default_deployment
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+from gpusim.parallel import parallel_map
 from gpusim.search import search_deployments
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
@@ -127,12 +127,7 @@ def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, worke
         software, note = software_for_round(row.round)
         jobs.setdefault(_key(row, software), (row, software, duration_s, timing))
         mapped.append((out, row, software, note))
-    keys = list(jobs)
-    if workers > 1 and len(keys) > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            got = dict(zip(keys, pool.map(_predict_key, [jobs[k] for k in keys]), strict=True))
-    else:
-        got = {k: _predict_key(jobs[k]) for k in keys}
+    got = dict(zip(jobs, parallel_map(_predict_key, jobs.values(), workers), strict=True))
     rows = []
     for out, row, software, note in mapped:
         if row is not None:

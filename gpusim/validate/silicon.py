@@ -40,7 +40,6 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -50,6 +49,7 @@ import pandas as pd
 
 from gpusim.analysis.published import map_accelerator
 from gpusim.errors import InputError
+from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import decode_rate, prefill_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
@@ -465,12 +465,8 @@ def predict_rows(rows: pd.DataFrame, workers: int = 2, waves: int = WAVES, timin
     unique = {c.key: c for c in cases if c is not None}
     # Longest first (most requests × tokens), so the pool does not end on one long run.
     order = sorted(unique.values(), key=lambda c: -c.concurrency * (c.isl + c.osl))
-    if workers > 1 and len(order) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            runs = pool.map(partial(predict_case, waves=waves, timing=timing), order, chunksize=1)
-            results = dict(zip([c.key for c in order], runs, strict=True))
-    else:
-        results = {c.key: predict_case(c, waves, timing) for c in order}
+    runs = parallel_map(partial(predict_case, waves=waves, timing=timing), order, workers)
+    results = dict(zip([c.key for c in order], runs, strict=True))
     out = [(row_id, *(results[case.key] if case is not None else Prediction(None, None, status)))
            for row_id, case, status in zip(rows["id"], cases, statuses, strict=True)]
     return pd.DataFrame(out, columns=PREDICTION_COLUMNS)
