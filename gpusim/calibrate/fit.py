@@ -291,8 +291,8 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     constants keep their values. `mlperf` adds the Offline rows of that published-results CSV whose round
     runs with `start` to step 2 (run with `name`; `gpusim.calibrate.offline`, runs of `mlperf_duration_s`).
     Under `timing: table` the engine times kernels from the measured tables: no op-level step, no MLPerf
-    rows, and the request-level constants (but the prefill-attention fraction, which the tables replace) are fitted into
-    the profile's `table_timing`."""
+    rows, and the request-level constants (but the prefill-attention fraction, which the tables replace)
+    are fitted into the profile's `table_timing`."""
     from gpusim.calibrate.offline import offline_rows, predict_offline
     from gpusim.validate.silicon import predict_rows, read_sample
 

@@ -13,6 +13,7 @@ silicon rows held out, are the validation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,15 @@ def _key(row: PublishedRow) -> tuple:
     return row.hardware, row.systems, row.gpus, row.benchmark
 
 
+def _once(items: list, key: Callable, job: Callable, fn: Callable, workers: int) -> list:
+    """`fn(job(item))` for each item, computed once per distinct `key(item)` (in worker processes)."""
+    first = {}
+    for item in items:
+        first.setdefault(key(item), item)
+    got = dict(zip(first, parallel_map(fn, [job(i) for i in first.values()], workers), strict=True))
+    return [got[key(item)] for item in items]
+
+
 def _searched(args: tuple[PublishedRow, str, float]) -> Deployment | str:
     row, software, duration_s = args
     try:
@@ -57,11 +67,8 @@ def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, wo
     `workers` at a time); unsupported rows are left out."""
     rows = [r for r in read_published(path)
             if r.scenario == "offline" and software_for_round(r.round)[0] == rounds_of]
-    keys = list(dict.fromkeys(_key(r) for r in rows))
-    first = {k: next(r for r in rows if _key(r) == k) for k in keys}
-    found = dict(zip(keys, parallel_map(_searched, [(first[k], profile, duration_s) for k in keys], workers),
-                     strict=True))
-    return [OfflineRow(r, found[_key(r)]) for r in rows if isinstance(found[_key(r)], Deployment)]
+    found = _once(rows, _key, lambda r: (r, profile, duration_s), _searched, workers)
+    return [OfflineRow(r, dep) for r, dep in zip(rows, found, strict=True) if isinstance(dep, Deployment)]
 
 
 def _s_per_token(args: tuple[OfflineRow, float]) -> float:
@@ -75,10 +82,11 @@ def _s_per_token(args: tuple[OfflineRow, float]) -> float:
 def predict_offline(rows: list[OfflineRow], duration_s: float, workers: int = 2) -> np.ndarray:
     """Seconds per output token per GPU of each row's deployment with the software profiles as they are now
     (identical settings simulated once)."""
-    keys = list(dict.fromkeys((_key(c.row), c.deployment.model_dump_json()) for c in rows))
-    first = {k: next(c for c in rows if (_key(c.row), c.deployment.model_dump_json()) == k) for k in keys}
-    got = dict(zip(keys, parallel_map(_s_per_token, [(first[k], duration_s) for k in keys], workers), strict=True))
-    return np.array([got[(_key(c.row), c.deployment.model_dump_json())] for c in rows], dtype=float)
+    def setting(c: OfflineRow) -> tuple:
+        return _key(c.row), c.deployment.model_dump_json()
+
+    got = _once(rows, setting, lambda c: (c, duration_s), _s_per_token, workers)
+    return np.array(got, dtype=float)
 
 
 __all__ = ["OfflineRow", "offline_rows", "predict_offline"]
