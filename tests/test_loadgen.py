@@ -241,6 +241,7 @@ def test_closed_loop_range_ratio_draws_lengths_from_the_upper_band():
 
 
 def test_an_offline_run_is_sized_for_its_duration() -> None:
+    import gpusim
     from gpusim.build import prepare
     from gpusim.loadgen.scenarios import offline_sample_count
 
@@ -248,7 +249,5 @@ def test_an_offline_run_is_sized_for_its_duration() -> None:
     qps = setup.expected_qps()
     assert offline_sample_count(setup.bench, qps, 2400.0) == math.ceil(1.1 * 2400.0 * qps)
     assert offline_sample_count(setup.bench, qps) == offline_sample_count(setup.bench, qps, 600.0)
-    import gpusim
-
     got = gpusim.run("b300-hgx", "deepseek-r1", "offline", duration_s=2400.0).summary["issued_requests"]
     assert got == offline_sample_count(setup.bench, qps, 2400.0)
