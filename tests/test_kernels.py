@@ -103,7 +103,8 @@ def test_allreduce_formula_matches_collectives() -> None:
     got = kernels._predict_allreduce(df, kernels.Machine(hw), p, alpha)
     for (n, size), t in zip(df.itertuples(index=False), got, strict=True):
         want = allreduce_time(2.0 * size, n, hw.nvlink_bandwidth * p["allreduce_busbw_fraction"], alpha,
-                              hw.nvlink.sharp) + p["collective_kernel_us"] * 1e-6
+                              hw.nvlink.sharp, hw.nvlink_bandwidth * p["allreduce_small_busbw_fraction"],
+                              p["allreduce_knee_mb"] * 1e6) + p["collective_kernel_us"] * 1e-6
         assert t == pytest.approx(want)
 
 

@@ -173,10 +173,41 @@ def test_ring_allreduce_by_hand() -> None:
     assert p2p_time(1e6, 1e11, 1e-6) == pytest.approx(1e-5 + 1e-6)
 
 
+def test_allreduce_two_rates_meet_at_the_knee() -> None:
+    """Below the knee a message moves at the small-message rate, far above it at the large one; with no
+    small rate or no knee it is the plain ring."""
+    n, big, small, knee = 8, 4e11, 1e11, 1e7
+    ring = 2 * (n - 1) / n
+
+    def t(size: float) -> float:
+        return allreduce_time(size, n, big, 0.0, small_bw=small, knee_bytes=knee)
+
+    assert t(1e3) == pytest.approx(ring * 1e3 / small, rel=1e-3)
+    by_hand = ring * (1e7 / big + (1 / small - 1 / big) * knee * 1e7 / (knee + 1e7))
+    assert t(1e7) == pytest.approx(by_hand)
+    assert t(2e10) - t(1e10) == pytest.approx(ring * 1e10 / big, rel=1e-3)  # the slope far above the knee
+    assert allreduce_time(1e6, n, big, 1e-6, small_bw=small) == allreduce_time(1e6, n, big, 1e-6)
+    assert allreduce_time(1e6, n, big, 1e-6, small_bw=small, knee_bytes=knee, sharp=True) == pytest.approx(
+        allreduce_time(1e6, n, big, 1e-6, small_bw=small, knee_bytes=knee) - ring / 2 * (
+            1e6 / big + (1 / small - 1 / big) * knee * 1e6 / (knee + 1e6)))
+
+
 def test_tp_allreduce_in_step() -> None:
     cm = StepCostModel(hardware(), dense_model(), Deployment(tp=4), software())
     t = 100
     one = 2 * 3 / 4 * t * H * 2 / (100e9 * 0.5) + 2 * 3 * 1e-6
+    bd = cm.breakdown(BatchShape(decode_seqs=t, decode_context=t))
+    assert bd.by_op["tp_allreduce"] == pytest.approx(2 * LAYERS * one)
+
+
+def test_tp_allreduce_in_step_uses_the_small_message_rate() -> None:
+    """A profile with an all-reduce knee times a decode step's small all-reduces at its small-message rate."""
+    sw = software().model_copy(update={"allreduce_small_busbw_fraction": S(0.1), "allreduce_knee_mb": S(100.0)})
+    cm = StepCostModel(hardware(), dense_model(), Deployment(tp=4), sw)
+    t = 100
+    size, knee = t * H * 2, 100e6
+    beta = size / (100e9 * 0.5) + (1 / (100e9 * 0.1) - 1 / (100e9 * 0.5)) * knee * size / (knee + size)
+    one = 2 * 3 / 4 * beta + 2 * 3 * 1e-6
     bd = cm.breakdown(BatchShape(decode_seqs=t, decode_context=t))
     assert bd.by_op["tp_allreduce"] == pytest.approx(2 * LAYERS * one)
 

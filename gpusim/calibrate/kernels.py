@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpusim.perf.collectives import allreduce_seconds
 from gpusim.perf.kernel_tables import aic_data_dir, table_path
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.specs.hardware import Hardware, load_hardware
@@ -38,14 +39,16 @@ PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
           "moe_kernel_us_fp8", "moe_kernel_us_fp4",
-          "allreduce_busbw_fraction", "nvlink_hop_latency_us", "collective_kernel_us", "alltoall_efficiency",
+          "allreduce_busbw_fraction", "allreduce_small_busbw_fraction", "allreduce_knee_mb", "nvlink_hop_latency_us",
+          "collective_kernel_us", "alltoall_efficiency",
           "alltoall_hop_latency_us")
 """The constants fitted, by their software-profile names."""
 _PRECISIONS = ("bf16", "fp8", "fp4")
 _MOE_EFF, _MOE_HALF, _MOE_KERNEL, _GEMM_EFF = ({d: precision_constant(name, d) for d in _PRECISIONS} for name in
                                              ("moe_efficiency", "moe_inter_half", "moe_kernel_us", "gemm_efficiency"))
 _FIXED = ("gemm_kernel_us", "attention_kernel_us", *_MOE_KERNEL.values(), "collective_kernel_us")
-BOUNDS = {"gemm_m_half": (1.0, 4096.0), "nvlink_hop_latency_us": (0.01, 20.0), "alltoall_hop_latency_us": (0.1, 50.0),
+BOUNDS = {"gemm_m_half": (1.0, 4096.0), "allreduce_knee_mb": (0.01, 2000.0), "nvlink_hop_latency_us": (0.01, 20.0),
+          "alltoall_hop_latency_us": (0.1, 50.0),
           **{k: (0.0, 60.0) for k in _FIXED}, **{k: (0.0, 20000.0) for k in _MOE_HALF.values()}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
 _ATTN = ("attention_prefill_flops_fraction", "attention_kernel_us")
@@ -57,7 +60,8 @@ RELEVANT = {
     **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], _MOE_KERNEL[d]) for d in _PRECISIONS},
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
-    "allreduce": ("allreduce_busbw_fraction", "collective_kernel_us"),
+    "allreduce": ("allreduce_busbw_fraction", "allreduce_small_busbw_fraction", "allreduce_knee_mb",
+                  "collective_kernel_us"),
     "alltoall": ("alltoall_efficiency", "alltoall_hop_latency_us"),
 }
 """The constants each op family's time depends on (for the per-family fit); the others stay fixed.
@@ -202,11 +206,14 @@ def _predict_moe(df: pd.DataFrame, mc: Machine, p: dict, imbalance: float) -> np
 
 
 def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -> np.ndarray:
-    """collectives.allreduce_time on NVLink: 2(n−1)/n · S / (B·busbw) (halved with SHARP) + 2(n−1)·α."""
+    """collectives.allreduce_seconds on NVLink (two rates joined at the knee, halved with SHARP) plus the
+    fixed time per call."""
     n = df["num_gpus"].to_numpy(float)
     size = df["message_size"].to_numpy(float) * 2.0  # bf16 elements
-    beta = 2 * (n - 1) / n * size / (mc.hw.nvlink_bandwidth * p["allreduce_busbw_fraction"])
-    return beta * (0.5 if mc.hw.nvlink.sharp else 1.0) + 2 * (n - 1) * alpha_s + p["collective_kernel_us"] * 1e-6
+    bw = mc.hw.nvlink_bandwidth
+    return allreduce_seconds(size, n, bw * p["allreduce_busbw_fraction"], alpha_s, mc.hw.nvlink.sharp,
+                             bw * p["allreduce_small_busbw_fraction"], p["allreduce_knee_mb"] * 1e6) + \
+        p["collective_kernel_us"] * 1e-6
 
 
 def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, imbalance: float) -> np.ndarray:

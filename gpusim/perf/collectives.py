@@ -8,20 +8,41 @@ link bandwidth already multiplied by the achievable fraction; `alpha` the per-ho
 from __future__ import annotations
 
 import math
+from typing import TypeVar
+
+import numpy as np
+
+Num = TypeVar("Num", float, np.ndarray)
 
 
-def allreduce_time(size_bytes: float, n: int, bw: float, alpha: float, sharp: bool = False) -> float:
-    """Ring all-reduce of `size_bytes` over `n` GPUs: 2(n-1)/n · S / B + 2(n-1)·α.
+def allreduce_time(size_bytes: float, n: int, bw: float, alpha: float, sharp: bool = False,
+                   small_bw: float | None = None, knee_bytes: float = 0.0) -> float:
+    """Ring all-reduce of `size_bytes` over `n` GPUs: 2(n-1)/n · S / B + 2(n-1)·α (`allreduce_seconds`).
 
     With in-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) the bandwidth term halves:
     each GPU sends its data once and receives the reduced result once. n <= 1 costs nothing.
     """
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    beta = 2 * (n - 1) / n * size_bytes / bw
-    if sharp:
-        beta *= 0.5
-    return beta + 2 * (n - 1) * alpha
+    return allreduce_seconds(size_bytes, n, bw, alpha, sharp, small_bw, knee_bytes)
+
+
+def allreduce_seconds(size: Num, n: Num, bw: float, alpha: float, sharp: bool = False,
+                      small_bw: float | None = None, knee_bytes: float = 0.0) -> Num:
+    """The all-reduce time for n >= 2, on floats or numpy arrays alike (the kernel-table fit uses arrays).
+
+    Messages well below `knee_bytes` move at `small_bw`, well above it at `bw`: the bandwidth term is
+    2(n-1)/n · (S/B + (1/B_small − 1/B) · K·S/(K + S)). Serving's all-reduce kernels switch protocols
+    with the size (one-shot and two-shot kernels for small messages, NCCL-like rings for large), and the
+    measured tables rise smoothly from one rate to the other. Without `small_bw` (or with K = 0) it is
+    the plain ring.
+    """
+    per_byte = 1.0 / bw
+    beta = size * per_byte
+    if small_bw is not None and knee_bytes > 0:
+        beta = beta + (1.0 / small_bw - per_byte) * knee_bytes * size / (knee_bytes + size)
+    beta = 2 * (n - 1) / n * beta
+    return beta * (0.5 if sharp else 1.0) + 2 * (n - 1) * alpha
 
 
 def alltoall_time(
@@ -45,4 +66,4 @@ def p2p_time(size_bytes: float, bw: float, alpha: float) -> float:
     return size_bytes / bw + alpha
 
 
-__all__ = ["allreduce_time", "alltoall_time", "p2p_time"]
+__all__ = ["allreduce_seconds", "allreduce_time", "alltoall_time", "p2p_time"]

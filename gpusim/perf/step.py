@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
 from gpusim.perf.ops import CommOp, ModelOps, MoEOp, build_ops, ceil_div
@@ -80,6 +81,17 @@ def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> 
     if model.moe is None or not dep.redundant_experts:
         return base
     return 1 + (base - 1) / (1 + dep.redundant_experts * dep.ep / model.moe.num_experts)
+
+
+class _Link(NamedTuple):
+    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, and (inside
+    the NVLink domain) the all-reduce small-message rate and the size where the two rates meet."""
+
+    bw: float
+    alpha: float
+    sharp: bool
+    small_bw: float | None = None
+    knee_bytes: float = 0.0
 
 
 class StepCostModel:
@@ -144,8 +156,8 @@ class StepCostModel:
         in place of the constants."""
 
     # ---- collectives ----------------------------------------------------------------------
-    def _link(self, c: CommOp) -> tuple[float, float, bool]:
-        """(effective bandwidth, alpha seconds, sharp) of the link the collective crosses."""
+    def _link(self, c: CommOp) -> _Link:
+        """The link the collective crosses, with the achievable rates of its kind."""
         hw, sw, dep = self.hardware, self.software, self.deployment
         group = dep.tp * dep.pp if c.kind == "p2p" else c.group
         eff = sw.alltoall_efficiency.value if c.kind == "alltoall" else sw.allreduce_busbw_fraction.value
@@ -153,23 +165,25 @@ class StepCostModel:
             alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
                 c.kind, sw.nvlink_hop_latency_us.value)
             bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
-            return bw, alpha * 1e-6, hw.nvlink.sharp
+            small_bw = hw.nvlink_bandwidth * sw.value("allreduce_small_busbw_fraction")
+            return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, small_bw, sw.value("allreduce_knee_mb") * 1e6)
         f = hw.scaleout
         alpha = f.latency_us.value + (f.switch_latency_us.value if f.switch_latency_us else 0.0)
         if c.kind == "alltoall":
             alpha = sw.alltoall_scaleout_hop_latency_us.value
         bw = hw.scaleout_bandwidth * (1.0 if c.kind == "p2p" else eff)
-        return bw, alpha * 1e-6, f.sharp
+        return _Link(bw, alpha * 1e-6, f.sharp)
 
     def _comm_time(self, c: CommOp, t: int) -> float:
-        bw, alpha, sharp = self._links[c.name]
+        link = self._links[c.name]
         if c.kind == "allreduce":
-            one = allreduce_time(t * c.bytes_per_token, c.group, bw, alpha, sharp)
+            one = allreduce_time(t * c.bytes_per_token, c.group, link.bw, link.alpha, link.sharp, link.small_bw,
+                                 link.knee_bytes)
         elif c.kind == "alltoall":
-            one = alltoall_time(ceil_div(t, c.split), c.top_k, 1, c.bytes_per_token, c.group, bw, alpha,
+            one = alltoall_time(ceil_div(t, c.split), c.top_k, 1, c.bytes_per_token, c.group, link.bw, link.alpha,
                                 self.imbalance)
         else:
-            one = p2p_time(t * c.bytes_per_token, bw, alpha)
+            one = p2p_time(t * c.bytes_per_token, link.bw, link.alpha)
         return c.count * one
 
     # ---- the T-dependent part ---------------------------------------------------------------

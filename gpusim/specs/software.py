@@ -34,6 +34,8 @@ DEFAULTS: dict[str, str | float] = {
     "moe_kernel_us_fp8": "moe_kernel_us",
     "moe_kernel_us_fp4": "moe_kernel_us",
     "collective_kernel_us": 0.0,
+    "allreduce_small_busbw_fraction": "allreduce_busbw_fraction",
+    "allreduce_knee_mb": 0.0,
     "request_overhead_ms": 0.0,
     "layer_overhead_us": 0.0,
     "handoff_overhead_ms": 0.0,
@@ -63,7 +65,7 @@ FRACTIONS = frozenset({
     "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
     "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
     "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "moe_efficiency_fp8", "moe_efficiency_fp4",
-    "attention_decode_flops_fraction",
+    "attention_decode_flops_fraction", "allreduce_small_busbw_fraction",
 })
 CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
@@ -158,6 +160,12 @@ class SoftwareProfile(BaseModel):
     """The same for NVFP4 experts."""
     collective_kernel_us: Sourced | None = None
     """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
+    allreduce_small_busbw_fraction: Sourced | None = None
+    """Bus bandwidth of all-reduces well below `allreduce_knee_mb` inside the NVLink domain, as a fraction of
+    the link bandwidth (`collectives.allreduce_seconds`); absent: `allreduce_busbw_fraction` (one rate)."""
+    allreduce_knee_mb: Sourced | None = None
+    """Message size (MB, 10^6 bytes) around which NVLink all-reduces pass from the small-message rate to
+    `allreduce_busbw_fraction`; absent or 0: one rate."""
     request_overhead_ms: Sourced | None = None
     """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms; paid
     behind an HTTP front end (`Deployment.frontend`)."""
