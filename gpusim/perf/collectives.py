@@ -17,7 +17,8 @@ Num = TypeVar("Num", float, np.ndarray)
 
 def allreduce_time(size_bytes: float, n: int, bw: float, alpha: float, sharp: bool = False,
                    small_bw: float | None = None, knee_bytes: float = 0.0) -> float:
-    """Ring all-reduce of `size_bytes` over `n` GPUs: 2(n-1)/n · S / B + 2(n-1)·α (`allreduce_seconds`).
+    """Ring all-reduce of `size_bytes` over `n` GPUs: 2(n-1)/n · S / B + 2(n-1)·α; with `small_bw` and
+    `knee_bytes`, small messages move at their own rate (`allreduce_seconds`).
 
     With in-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) the bandwidth term halves:
     each GPU sends its data once and receives the reduced result once. n <= 1 costs nothing.
