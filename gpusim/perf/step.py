@@ -84,8 +84,8 @@ def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> 
 
 
 class _Link(NamedTuple):
-    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, and (inside
-    the NVLink domain) the all-reduce small-message rate and the size where the two rates meet."""
+    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, and (for an
+    all-reduce inside the NVLink domain) its small-message rate and the size where the two rates meet."""
 
     bw: float
     alpha: float
@@ -165,6 +165,8 @@ class StepCostModel:
             alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
                 c.kind, sw.nvlink_hop_latency_us.value)
             bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
+            if c.kind != "allreduce":
+                return _Link(bw, alpha * 1e-6, hw.nvlink.sharp)
             small_bw = hw.nvlink_bandwidth * sw.value("allreduce_small_busbw_fraction")
             return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, small_bw, sw.value("allreduce_knee_mb") * 1e6)
         f = hw.scaleout
