@@ -152,3 +152,35 @@ def test_a_family_limited_fit_moves_only_their_constants() -> None:
                                 "moe_inter_half_fp8", "moe_kernel_us_fp8", "moe_efficiency_fp4",
                                 "moe_inter_half_fp4", "moe_kernel_us_fp4"}
     assert "joint fit: moe_" in kernels.format_result(r)
+
+
+def test_a_pooled_fit_recovers_one_set_of_constants_from_two_systems() -> None:
+    """All-reduce rows timed with known constants on two systems of different link rates (H100 HGX, B200
+    HGX): the pooled fit, starting from the profile's single rate, finds those constants for both."""
+    truth = {"allreduce_busbw_fraction": 0.4, "allreduce_small_busbw_fraction": 0.15, "allreduce_knee_mb": 8.0,
+             "collective_kernel_us": 3.0}
+    sizes = [1 << s for s in range(10, 29, 2)]
+    sets = []
+    for profile in ("h100-hgx", "b200-hgx"):
+        hw = load_hardware(profile)
+        sw = load_software("vllm").for_architecture(hw.gpu.architecture)
+        df = pd.DataFrame([(n, s) for n in (2, 4, 8) for s in sizes], columns=["num_gpus", "message_size"])
+        p = {**kernels.constants(sw), **truth}
+        df = df.assign(latency=kernels._predict_allreduce(df, kernels.Machine(hw), p, kernels._alpha(p)) * 1e3,
+                       op="allreduce")
+        sets.append(({"allreduce": df}, hw, sw))
+    fitted = kernels.fit_pooled(sets, kernels.RELEVANT["allreduce"])
+    for name, value in truth.items():
+        assert fitted[name] == pytest.approx(value, rel=1e-3)
+
+
+def test_pooled_calibration_groups_systems_by_architecture() -> None:
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    out = kernels.calibrate_architectures(data, ("h100_sxm", "b200_sxm", "h200_sxm"), max_rows=30, backend="vllm",
+                                          families=("allreduce",))
+    assert {r["architecture"]: r["systems"] for r in out} == {"hopper": ["h100_sxm", "h200_sxm"],
+                                                              "blackwell": ["b200_sxm"]}
+    assert all(set(r["fitted"]) == set(kernels.RELEVANT["allreduce"]) for r in out)
+    assert "pooled fit: allreduce_busbw_fraction" in kernels.format_architecture(out[0])

@@ -8,6 +8,7 @@ software profile are fitted per system by least squares on log time:
 
     python -m gpusim.calibrate.kernels [--systems gb300 h100_sxm] [--max-rows 2000] [--json]
     python -m gpusim.calibrate.kernels --saturated   # eff_max per GEMM precision and architecture
+    python -m gpusim.calibrate.kernels --pooled --families allreduce   # one fit per architecture
 
 The formulas are vectorised copies of what `gpusim/perf/step.py` does per op class (see each
 `_predict_*`); `tests/test_kernels.py` checks them against the scalar code. Fitted values are printed,
@@ -375,17 +376,27 @@ def fit(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwareProfile,
         params: tuple[str, ...] = PARAMS) -> dict[str, float]:
     """Least squares on log(predicted / measured) over `tables`, each family weighted equally; only
     `params` move, the others keep the profile's values. Returns every constant."""
+    return fit_pooled([(tables, hw, sw)], params)
+
+
+def fit_pooled(sets: list[tuple[dict[str, pd.DataFrame], Hardware, SoftwareProfile]],
+               params: tuple[str, ...] = PARAMS) -> dict[str, float]:
+    """`fit` over several systems at once (one value per constant for all of them): each system's tables
+    timed on its own hardware, each family of each system weighted equally. Returns every constant, the
+    ones not fitted from the first system's profile."""
     from scipy.optimize import least_squares
 
-    start = constants(sw)
+    start = constants(sets[0][2])
     lo = np.array([BOUNDS.get(n, (0.02, 1.0))[0] for n in params])
     hi = np.array([BOUNDS.get(n, (0.02, 1.0))[1] for n in params])
     x0 = np.clip(np.array([start[n] for n in params]), lo + 1e-9, hi - 1e-9)
-    weights = {name: 1 / np.sqrt(len(df)) for name, df in tables.items()}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        pred = predict(tables, hw, sw, {**start, **dict(zip(params, x, strict=True))})
-        return np.concatenate([weights[n] * np.log(pred[n] / tables[n]["latency"].to_numpy(float)) for n in tables])
+        out = []
+        for tables, hw, sw in sets:
+            pred = predict(tables, hw, sw, {**constants(sw), **dict(zip(params, x, strict=True))})
+            out += [np.log(pred[n] / df["latency"].to_numpy(float)) / np.sqrt(len(df)) for n, df in tables.items()]
+        return np.concatenate(out)
 
     res = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
     return {**start, **dict(zip(params, (float(v) for v in res.x), strict=True))}
@@ -463,6 +474,43 @@ def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backe
             "before": before, "after": after, "per_family": fit_per_family(tables, hw, sw)}
 
 
+def calibrate_architectures(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,
+                            backend: str = "trtllm", families: tuple[str, ...] = ()) -> list[dict]:
+    """Per GPU architecture, one set of constants fitted to all of its `systems` at once (`fit_pooled`):
+    the values a software profile's per-architecture overrides take. Only the families starting with
+    `families` when given, and then only the constants they depend on."""
+    by_arch: dict[str, list[tuple[str, dict[str, pd.DataFrame], Hardware, SoftwareProfile]]] = {}
+    for system in systems:
+        hw = load_hardware(_profile(system))
+        tables = load_tables(data, system, max_rows, backend=backend)
+        if families:
+            tables = {k: v for k, v in tables.items() if k.startswith(families)}
+        if tables:
+            sw = load_software(backend).for_architecture(hw.gpu.architecture)
+            by_arch.setdefault(hw.gpu.architecture, []).append((system, tables, hw, sw))
+    out = []
+    for arch, sets in by_arch.items():
+        params = tuple(dict.fromkeys(c for _, tables, _, _ in sets for k, df in tables.items()
+                                     for c in RELEVANT.get(k) or RELEVANT[df["op"].iloc[0]]))
+        fitted = fit_pooled([(t, hw, sw) for _, t, hw, sw in sets], params)
+        errors = {system: family_errors(t, predict(t, hw, sw, {**constants(sw), **{k: fitted[k] for k in params}}))
+                  for system, t, hw, sw in sets}
+        out.append({"architecture": arch, "systems": [s for s, *_ in sets], "constants": constants(sets[0][3]),
+                    "fitted": {k: fitted[k] for k in params}, "after": errors})
+    return out
+
+
+def format_architecture(r: dict) -> str:
+    """One architecture's pooled fit: the constants, and each system's error with them."""
+    lines = [f"## {r['architecture']} ({', '.join(r['systems'])}, pooled)",
+             "| system | family | rows | MAPE | median APE | pred/meas (geo) |", "|---|---|---|---|---|---|"]
+    for system, fams in r["after"].items():
+        lines += [f"| {system} | {name} | {e['rows']} | {100 * e['mape']:.0f}% | {100 * e['median_ape']:.0f}% | "
+                  f"{e['geo_ratio']:.2f} |" for name, e in fams.items()]
+    lines.append("pooled fit: " + ", ".join(f"{k} {r['constants'][k]:.3g} → {v:.3g}" for k, v in r["fitted"].items()))
+    return "\n".join(lines)
+
+
 def format_result(r: dict) -> str:
     """One system's table: per family MAPE before → after the fit, and the constants."""
     lines = [f"## {r['system']} ({r['profile']})", "| family | rows | MAPE | median APE | pred/meas (geo) "
@@ -485,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", nargs="+", default=[], metavar="PREFIX",
                     help="only these op families (name prefixes, e.g. moe)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pooled", action="store_true", help="one fit per GPU architecture over all of its systems "
+                    "(the profile's per-architecture values) instead of one per system")
     ap.add_argument("--saturated", action="store_true", help="only the compute-bound GEMM efficiencies per "
                     "architecture (saturated_gemm_efficiency)")
     args = ap.parse_args(argv)
@@ -494,6 +544,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.saturated:
         print(json.dumps(saturated_by_architecture(data, tuple(args.systems), args.max_rows), indent=1))
+        return 0
+    if args.pooled:
+        pooled = calibrate_architectures(data, tuple(args.systems), args.max_rows, args.backend, tuple(args.families))
+        print(json.dumps(pooled, indent=1) if args.json else "\n\n".join(map(format_architecture, pooled)))
         return 0
     results = []
     for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
