@@ -179,21 +179,6 @@ def test_silicon_ci_gate(shared_dir) -> None:
     assert s["mape_tpot"] <= GATE_MAPE_TPOT, s["mape_tpot"]
 
 
-def test_reciprocal_constants_fit_in_their_linear_variable() -> None:
-    # Time = c / fraction: linear in u = 1 / fraction. Rows with c = 1, 2, 4 ms measured at fraction 0.25.
-    c = np.array([1.0, 2.0, 4.0])
-    name = "attention_prefill_flops_fraction"
-    u0, du = fit.to_fitted(name, 0.5), fit.FITTED[name]
-    base = {"ttft": c * u0, "tpot": np.ones(3)}
-    slopes = {name: {"ttft": c, "tpot": np.zeros(3)}}
-    lower = {name: 1.0 / fit.RECIPROCAL[name]}
-    got = fit.fit_surrogate(base, slopes, {"ttft": c * 4.0, "tpot": np.ones(3)}, {name: u0}, lower=lower)
-    assert fit.from_fitted(name, got[name]) == pytest.approx(0.25)
-    too_fast = fit.fit_surrogate(base, slopes, {"ttft": c * 0.5, "tpot": np.ones(3)}, {name: u0}, lower=lower)
-    assert fit.from_fitted(name, too_fast[name]) == pytest.approx(0.75)  # capped at the best kernel's fraction
-    assert du > 0
-
-
 def test_mlperf_offline_rows_pin_a_constant_the_silicon_rows_do_not_see() -> None:
     # Silicon rows: the host time per sequence moves neither metric (small batches); the front-end time
     # explains their TTFT. Offline rows: seconds per token grow 2e-6 per µs of host time.

@@ -94,6 +94,30 @@ def test_fp8_experts_are_the_faster_of_per_tensor_and_block_scaled() -> None:
         assert list(both["family"]) == ["moe_fp8"] and list(both["kernel_source"]) == [source]
 
 
+def test_context_attention_formula_matches_the_step_model() -> None:
+    """One prompt of ISL tokens in the kernel formula and in step.py's prefill attention (per layer, one GPU)."""
+    from gpusim.perf.step import BatchShape, StepCostModel
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+    from gpusim.specs.sourced import Sourced
+
+    hw = load_hardware("h100-hgx")
+    sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
+    sw = sw.model_copy(update={k: Sourced(value=v, source="test", grade="D") for k, v in
+                               (("attention_prefill_keys_half", 900.0), ("attention_prefill_kernel_us", 17.0))})
+    model = load_model("llama3.1-8b")
+    dep = Deployment(weights="bf16", activations="bf16", kv_cache="bf16")
+    cm = StepCostModel(hw, model, dep, sw)
+    p = kernels.constants(sw)
+    for isl in (256, 2048, 8192):
+        df = pd.DataFrame({"batch_size": [1], "isl": [isl], "num_heads": [model.num_attention_heads],
+                           "head_dim": [model.head_dim], "window_size": [0], "dtype": ["bf16"]})
+        got = kernels._predict_context_attention(df, kernels.Machine(hw), p)[0]
+        b = BatchShape(prefill_tokens=isl, prefill_attn_pairs=isl * (isl + 1) / 2, prefill_seqs=1)
+        step = cm.breakdown(b).by_op["attention_prefill"] / model.num_layers
+        assert got == pytest.approx(step)
+
+
 def test_allreduce_formula_matches_collectives() -> None:
     from gpusim.perf.collectives import allreduce_time
 

@@ -133,6 +133,37 @@ def test_prefill_attention_quadratic_in_prompt() -> None:
     assert attn(2000) / attn(1000) == pytest.approx(2000 * 2001 / (1000 * 1001))
 
 
+def test_prefill_attention_efficiency_rises_with_keys_per_query() -> None:
+    """eff(L) = fraction · L / (L + keys_half), L = causal pairs / prompt tokens: a 1,000-token prompt sees
+    500.5 keys per query, so keys_half 500.5 halves its efficiency and keys_half 5005 makes it 11x slower;
+    a chunk of 100 tokens after 900 cached sees 950.5 keys per query."""
+    flat = StepCostModel(hardware(), dense_model(), Deployment(), software())
+
+    def attn(keys_half: float, tokens: int, cached: int = 0) -> float:
+        sw = software().model_copy(update={"attention_prefill_keys_half": S(keys_half)})
+        b = BatchShape(prefill_tokens=tokens, prefill_attn_pairs=tokens * cached + tokens * (tokens + 1) / 2,
+                       prefill_seqs=1)
+        return StepCostModel(hardware(), dense_model(), Deployment(), sw).breakdown(b).by_op["attention_prefill"]
+
+    full = flat.breakdown(BatchShape(prefill_tokens=1000, prefill_attn_pairs=1000 * 1001 / 2,
+                                     prefill_seqs=1)).by_op["attention_prefill"]
+    assert attn(0, 1000) == pytest.approx(full)
+    assert attn(500.5, 1000) == pytest.approx(2 * full)
+    assert attn(5005, 1000) == pytest.approx(11 * full)
+    assert attn(950.5, 100, cached=900) / attn(0, 100, cached=900) == pytest.approx(2.0)
+
+
+def test_prefill_attention_has_its_own_fixed_time_per_kernel() -> None:
+    base = software(launch_us=1)
+    sw = base.model_copy(update={"attention_prefill_kernel_us": S(31)})
+    prefill = BatchShape(prefill_tokens=100, prefill_attn_pairs=100 * 101 / 2, prefill_seqs=1)
+    decode = BatchShape(decode_seqs=1, decode_context=10)
+    for b, extra_us in ((prefill, 30), (decode, 0)):
+        t0 = StepCostModel(hardware(), dense_model(), Deployment(), base).step_time(b)
+        t1 = StepCostModel(hardware(), dense_model(), Deployment(), sw).step_time(b)
+        assert t1 - t0 == pytest.approx(LAYERS * extra_us * 1e-6)
+
+
 def test_sliding_window_caps_decode_context() -> None:
     model = dense_model(sliding_window=100, sliding_layers=1)
     cm = StepCostModel(hardware(), model, Deployment(), software())

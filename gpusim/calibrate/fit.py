@@ -11,10 +11,9 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
-   the disaggregated KV handoff time, the host time per sequence, and the prefill-attention FLOPS
-   fraction, fitted as its reciprocal, in which attention time is linear, below the best published
-   kernel's 75%). Their differences give each row's TTFT and TPOT slopes; the per-request front-end
-   time adds to TTFT alone.
+   the disaggregated KV handoff time and the host time per sequence). Their differences give each row's
+   TTFT and TPOT slopes; the per-request front-end time adds to TTFT alone. Kernel efficiencies are op
+   constants: the prefill-attention length curve comes from the kernel tables, as the GEMM curve does.
    The published MLPerf Offline rows whose round runs with the profile join them
    (`gpusim.calibrate.offline`): each on the deployment the MLPerf search finds, its seconds per output
    token per GPU nudged the same way. They weigh the large batches the silicon sample never reaches.
@@ -25,8 +24,8 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    `calibration:` block.
 
 With `--timing table` the engine times kernels from the measured tables (gpusim.perf.table_step): step 1
-does not apply, step 2 fits the same overheads but the prefill-attention fraction, and they and the
-errors go into the profile's `table_timing:` and `table_calibration:`, the roofline's constants untouched.
+does not apply, step 2 fits the same overheads, and they and the errors go into the profile's
+`table_timing:` and `table_calibration:`, the roofline's constants untouched.
 """
 
 from __future__ import annotations
@@ -76,9 +75,8 @@ def split_rows(rows: pd.DataFrame, holdout: float = HOLDOUT, seed: int = SEED) -
 
 
 def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.ndarray]],
-                  measured: dict[str, np.ndarray], theta0: dict[str, float],
-                  lower: dict[str, float] | None = None) -> dict[str, float]:
-    """Constants θ ≥ `lower` (default 0) minimising Σ_metrics MAPE under the linear surrogate
+                  measured: dict[str, np.ndarray], theta0: dict[str, float]) -> dict[str, float]:
+    """Constants θ ≥ 0 minimising Σ_metrics MAPE under the linear surrogate
     pred(θ) = base + Σₙ (θₙ − θ0ₙ) · slopesₙ (per metric, per row). That is a weighted L1 regression,
     solved exactly as a linear program: min Σ wᵢeᵢ with eᵢ ≥ ±(Jᵢθ − cᵢ), wᵢ = 1 / (measuredᵢ · rows)."""
     names = list(theta0)
@@ -89,7 +87,7 @@ def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.nd
     eye = sparse.identity(rows, format="csr")
     a_ub = sparse.bmat([[sparse.csr_matrix(jac), -eye], [sparse.csr_matrix(-jac), -eye]], format="csr")
     b_ub = np.concatenate([target, -target])
-    bounds = [((lower or {}).get(n, 0.0), None) for n in names] + [(0, None)] * rows
+    bounds = [(0.0, None)] * (k + rows)
     res = linprog(np.concatenate([np.zeros(k), weight]), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if not res.success:
         raise RuntimeError(f"calibration LP failed: {res.message}")
@@ -155,23 +153,8 @@ def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int 
             "mape_tpot": mape(pred.loc[ok, "predicted_tpot_ms"], r["silicon_tpot_ms"])}
 
 
-FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0,
-          "attention_prefill_flops_fraction": 1.0}
-"""Engine constants fitted at request level, each with the step of its finite-difference slope (in the
-fitted variable: the reciprocal for `RECIPROCAL` constants)."""
-RECIPROCAL = {"attention_prefill_flops_fraction": 0.75}
-"""Efficiencies fitted as 1 / value, in which the time they govern is linear, with their ceiling: the best
-published attention kernels reach 75% of the tensor-core peak (FlashAttention-3, H100 BF16 forward)."""
-
-
-def to_fitted(name: str, value: float) -> float:
-    """A constant's value in the variable the fit is linear in."""
-    return 1.0 / value if name in RECIPROCAL else value
-
-
-def from_fitted(name: str, x: float) -> float:
-    """Inverse of `to_fitted`."""
-    return 1.0 / x if name in RECIPROCAL else x
+FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0}
+"""Engine constants fitted at request level, each with the step of its finite-difference slope."""
 
 
 def _ok(pred: pd.DataFrame) -> np.ndarray:
@@ -197,8 +180,8 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
                  theta0: dict[str, float], offline: OfflineFit | None = None) -> tuple[dict[str, float], dict]:
     """(constants, fit errors): the `FITTED` engine constants and `request_overhead_ms`, fitted on the
     training rows (and the `offline` MLPerf rows, a third metric of equal weight). `base` holds the engine's
-    predictions at the values `theta0`, `nudged[n]` those with constant n's fitted variable (`to_fitted`)
-    raised by `FITTED[n]`; their differences are the surrogate's slopes. The request overhead adds to TTFT
+    predictions at the values `theta0`, `nudged[n]` those with constant n raised by `FITTED[n]`; their
+    differences are the surrogate's slopes. The request overhead adds to TTFT
     alone (front-end time before the engine), so its slope is exact."""
     ok = _ok(base)
     for pred in nudged.values():
@@ -215,15 +198,14 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
             for n in nudged:
                 slopes[n]["mlperf"] = (offline.nudged[n][good] - b["mlperf"]) / FITTED[n]
             slopes["request_overhead_ms"]["mlperf"] = np.zeros(int(good.sum()))
-    x0 = {n: to_fitted(n, v) for n, v in theta0.items()}
-    x = fit_surrogate(b, slopes, measured, x0, lower={n: 1.0 / top for n, top in RECIPROCAL.items()})
-    pred = {m: b[m] + sum((x[n] - x0[n]) * slopes[n][m] for n in x) for m in b}
+    x = fit_surrogate(b, slopes, measured, theta0)
+    pred = {m: b[m] + sum((x[n] - theta0[n]) * slopes[n][m] for n in x) for m in b}
     errors = {"rows": len(train), "predicted": int(ok.sum()), "mape_ttft": mape(pred["ttft"], measured["ttft"]),
               "mape_tpot": mape(pred["tpot"], measured["tpot"])}
     if "mlperf" in b:
         errors.update(mlperf_offline_rows=len(b["mlperf"]),
                       mape_mlperf_offline=throughput_mape(pred["mlperf"], measured["mlperf"]))
-    return {n: from_fitted(n, v) for n, v in x.items()}, errors
+    return x, errors
 
 
 def throughput_mape(pred_s: np.ndarray, measured_s: np.ndarray) -> float | None:
@@ -327,7 +309,7 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
 
     if not arch_values:  # keep the profile's per-architecture overrides as they are
         arch_values = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
-    names = [n for n in FITTED if timing == "roofline" or n not in RECIPROCAL]
+    names = list(FITTED)
     theta0 = {n: sw.for_timing(timing).value(n) for n in (*names, "request_overhead_ms")}
     pending = {"command": command, "date": "in progress"}
 
@@ -344,7 +326,7 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     base, base_offline = predict(train), predict_offline_rows()
     nudged_silicon, nudged_offline = {}, {}
     for n in names:
-        write({n: from_fitted(n, to_fitted(n, theta0[n]) + FITTED[n])}, pending)
+        write({n: theta0[n] + FITTED[n]}, pending)
         nudged_silicon[n], nudged_offline[n] = predict(train), predict_offline_rows()
     measured_offline = np.array([r.measured_s_per_token for r in offline])
     theta, fitted = fit_requests(train, base, nudged_silicon, theta0,

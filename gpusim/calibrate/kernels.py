@@ -36,7 +36,9 @@ from gpusim.validate.silicon import map_system
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
-          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
+          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_prefill_keys_half",
+          "attention_prefill_kernel_us",
+          "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
           "moe_kernel_us_fp8", "moe_kernel_us_fp4",
@@ -47,12 +49,14 @@ PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "
 _PRECISIONS = ("bf16", "fp8", "fp4")
 _MOE_EFF, _MOE_HALF, _MOE_KERNEL, _GEMM_EFF = ({d: precision_constant(name, d) for d in _PRECISIONS} for name in
                                              ("moe_efficiency", "moe_inter_half", "moe_kernel_us", "gemm_efficiency"))
-_FIXED = ("gemm_kernel_us", "attention_kernel_us", *_MOE_KERNEL.values(), "collective_kernel_us")
-BOUNDS = {"gemm_m_half": (1.0, 4096.0), "allreduce_knee_mb": (0.01, 2000.0), "nvlink_hop_latency_us": (0.01, 20.0),
+_FIXED = ("gemm_kernel_us", "attention_kernel_us", "attention_prefill_kernel_us", *_MOE_KERNEL.values(),
+          "collective_kernel_us")
+BOUNDS = {"gemm_m_half": (1.0, 4096.0), "allreduce_knee_mb": (0.01, 2000.0),
+          "attention_prefill_keys_half": (0.0, 1e5), "nvlink_hop_latency_us": (0.01, 20.0),
           "alltoall_hop_latency_us": (0.1, 50.0),
           **{k: (0.0, 60.0) for k in _FIXED}, **{k: (0.0, 20000.0) for k in _MOE_HALF.values()}}
 """Bounds of the non-fraction constants; fractions lie in [0.02, 1]."""
-_ATTN = ("attention_prefill_flops_fraction", "attention_kernel_us")
+_ATTN = ("attention_prefill_flops_fraction", "attention_prefill_keys_half", "attention_prefill_kernel_us")
 _DECODE = ("attention_decode_flops_fraction", "attention_decode_bandwidth_fraction", "attention_kernel_us")
 RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
@@ -140,12 +144,20 @@ def _causal_pairs(isl: np.ndarray, window: np.ndarray) -> np.ndarray:
     return np.where(window > 0, isl * w - w * (w - 1) / 2, full)
 
 
+def _prefill_attention(flops: np.ndarray, keys_per_query: np.ndarray, dtypes: pd.Series, mc: Machine,
+                       p: dict) -> np.ndarray:
+    """step.py prefill attention: FLOPs at fraction · L / (L + keys_half) of peak (L keys per query) plus
+    the fixed time per kernel."""
+    eff = p["attention_prefill_flops_fraction"] * keys_per_query / (keys_per_query + p["attention_prefill_keys_half"])
+    return flops / (mc.peak(dtypes) * eff) + p["attention_prefill_kernel_us"] * 1e-6
+
+
 def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     """step.py prefill attention: pairs · 4·heads·head_dim FLOPs at attention_prefill_flops_fraction."""
     isl, window = df["isl"].to_numpy(float), df["window_size"].to_numpy(float)
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(isl, window)
     flops = pairs * 4 * df["num_heads"].to_numpy(float) * df["head_dim"].to_numpy(float)
-    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["attention_kernel_us"] * 1e-6
+    return _prefill_attention(flops, pairs / (df["batch_size"].to_numpy(float) * isl), df["dtype"], mc, p)
 
 
 def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np.ndarray, dtypes: pd.Series,
@@ -171,7 +183,7 @@ def _predict_mla_context(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs (ops.py `_attention`)."""
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(df["isl"].to_numpy(float), np.zeros(len(df)))
     flops = pairs * 2 * df["num_heads"].to_numpy(float) * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
-    return flops / (mc.peak(df["dtype"]) * p["attention_prefill_flops_fraction"]) + p["attention_kernel_us"] * 1e-6
+    return _prefill_attention(flops, (df["isl"].to_numpy(float) + 1) / 2, df["dtype"], mc, p)
 
 
 def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:

@@ -130,6 +130,7 @@ class StepCostModel:
         p_attn = hardware.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
         bw_attn = hardware.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
         self._pair_s = a.prefill_flops_per_pair / p_attn
+        self._keys_half = sw.value("attention_prefill_keys_half")
         t_dec_c = a.decode_flops_per_kv / (hardware.peak_flops(a.dtype) * sw.value("attention_decode_flops_fraction"))
         t_dec_m = a.decode_bytes_per_kv / bw_attn
         self._full_layers = a.full_layers
@@ -138,6 +139,7 @@ class StepCostModel:
         self._dp = a.dp
         mixers = a.full_layers + a.sliding_layers + a.linear_layers
         self._attn_launch = mixers * sw.value("attention_kernel_us") * 1e-6
+        self._prefill_attn_launch = mixers * sw.value("attention_prefill_kernel_us") * 1e-6
         self._linear_token_s = a.linear_layers * a.linear_flops_per_token / p_attn
         self._state_s = a.linear_layers * a.linear_state_bytes / bw_attn
 
@@ -224,7 +226,7 @@ class StepCostModel:
         if r:
             s += self._lm_head(r)[0] + self._lm_launch
         if b.prefill_attn_pairs:
-            s += self._prefill_attention(b) + self._attn_launch
+            s += self._prefill_attention(b) + self._prefill_attn_launch
         if b.decode_seqs:
             s += self._decode_attention(b) + self._attn_launch
             if self._depth:
@@ -249,10 +251,14 @@ class StepCostModel:
         return self._depth * (layer + self._lm_head(seqs)[0] + self._lm_launch)
 
     def _prefill_attention(self, b: BatchShape) -> float:
-        """Σ layers · causal pairs · seconds per pair; sliding layers cap pairs at tokens · window;
-        linear-attention layers are linear in the prompt tokens."""
+        """Σ layers · causal pairs · seconds per pair, slower for short keys per query (the length curve of
+        `attention_prefill_keys_half`); sliding layers cap pairs at tokens · window; linear-attention layers
+        are linear in the prompt tokens."""
         pairs = self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1)
-        pair_s = self._pair_s if self._pair_table is None else self._pair_table(b)
+        if self._pair_table is not None:
+            pair_s = self._pair_table(b)
+        else:  # eff(L) = fraction · L / (L + keys_half), L = keys per query = pairs / tokens
+            pair_s = self._pair_s * (1.0 + self._keys_half * b.prefill_tokens / b.prefill_attn_pairs)
         linear = 0.0
         if self._linear_token_s:
             linear = self._linear_token_s * self._busiest(b.prefill_tokens, b.prefill_seqs or 1)
@@ -299,7 +305,7 @@ class StepCostModel:
         if r:
             items.append(("lm_head", *self._lm_head(r), self._lm_launch))
         if b.prefill_attn_pairs:
-            items.append(("attention_prefill", self._prefill_attention(b), "compute", self._attn_launch))
+            items.append(("attention_prefill", self._prefill_attention(b), "compute", self._prefill_attn_launch))
         if b.decode_seqs:
             items.append(("attention_decode", self._decode_attention(b), self._decode_bound, self._attn_launch))
             if self._depth:

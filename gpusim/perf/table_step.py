@@ -65,8 +65,12 @@ class TableStepCostModel(StepCostModel):
             self._pair_table = self._pair_seconds
         if self._generation is not None:
             self._kv_table = self._kv_seconds
-        if self._context is not None and self._generation is not None:
-            self._attn_launch = self.ops.attention.linear_layers * self.software.value("attention_kernel_us") * 1e-6
+        # a measured kernel time holds its fixed cost: only linear-attention layers (no table) keep theirs
+        linear = self.ops.attention.linear_layers
+        if self._context is not None:
+            self._prefill_attn_launch = linear * self.software.value("attention_prefill_kernel_us") * 1e-6
+        if self._generation is not None:
+            self._attn_launch = linear * self.software.value("attention_kernel_us") * 1e-6
         self._lm_roofline_launch = self._lm_launch
         if self._gemm.get("lm_head") is not None:
             self._lm_launch = 0.0

@@ -30,12 +30,14 @@ DEFAULTS: dict[str, str | float] = {
     "moe_inter_half_fp4": "moe_inter_half",
     "gemm_kernel_us": "kernel_launch_us",
     "attention_kernel_us": "kernel_launch_us",
+    "attention_prefill_kernel_us": "attention_kernel_us",
     "moe_kernel_us": "kernel_launch_us",
     "moe_kernel_us_fp8": "moe_kernel_us",
     "moe_kernel_us_fp4": "moe_kernel_us",
     "collective_kernel_us": 0.0,
     "allreduce_small_busbw_fraction": "allreduce_busbw_fraction",
     "allreduce_knee_mb": 0.0,
+    "attention_prefill_keys_half": 0.0,
     "request_overhead_ms": 0.0,
     "layer_overhead_us": 0.0,
     "handoff_overhead_ms": 0.0,
@@ -109,7 +111,8 @@ class SoftwareProfile(BaseModel):
     gemm_m_half: Sourced
     """Tokens at which a GEMM reaches half of eff_max (small batches run below peak)."""
     attention_prefill_flops_fraction: Sourced
-    """Achievable fraction of peak FLOPS for prefill attention math."""
+    """Achievable fraction of peak FLOPS for prefill attention math on long prompts: the peak of the length
+    curve eff(L) = fraction · L / (L + `attention_prefill_keys_half`), L = keys per query."""
     attention_decode_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth when decode attention reads the KV cache."""
     allreduce_busbw_fraction: Sourced
@@ -166,6 +169,12 @@ class SoftwareProfile(BaseModel):
     allreduce_knee_mb: Sourced | None = None
     """Message size (MB, 10^6 bytes) around which NVLink all-reduces pass from the small-message rate to
     `allreduce_busbw_fraction`; absent or 0: one rate."""
+    attention_prefill_kernel_us: Sourced | None = None
+    """Fixed time of one prefill-attention kernel (per layer and step), µs; absent: `attention_kernel_us`."""
+    attention_prefill_keys_half: Sourced | None = None
+    """Keys per query (a prompt chunk's causal pairs over its tokens, about half a full prompt's length) at
+    which prefill attention reaches half of `attention_prefill_flops_fraction`; absent or 0: no length
+    dependence."""
     request_overhead_ms: Sourced | None = None
     """Per-request front-end time before the engine sees a request (HTTP, tokenizer, scheduler), ms; paid
     behind an HTTP front end (`Deployment.frontend`)."""
