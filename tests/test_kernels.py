@@ -103,8 +103,8 @@ def test_context_attention_formula_matches_the_step_model() -> None:
 
     hw = load_hardware("h100-hgx")
     sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
-    sw = sw.model_copy(update={k: Sourced(value=v, source="test", grade="D") for k, v in
-                               (("attention_prefill_keys_half", 900.0), ("attention_prefill_kernel_us", 17.0))})
+    sw = sw.model_copy(update={"overrides": {}, **{k: Sourced(value=v, source="test", grade="D") for k, v in
+                               (("attention_prefill_keys_half", 900.0), ("attention_prefill_kernel_us", 17.0))}})
     model = load_model("llama3.1-8b")
     dep = Deployment(weights="bf16", activations="bf16", kv_cache="bf16")
     cm = StepCostModel(hw, model, dep, sw)
