@@ -181,8 +181,8 @@ def fit_requests(train: pd.DataFrame, base: pd.DataFrame, nudged: dict[str, pd.D
     """(constants, fit errors): the `FITTED` engine constants and `request_overhead_ms`, fitted on the
     training rows (and the `offline` MLPerf rows, a third metric of equal weight). `base` holds the engine's
     predictions at the values `theta0`, `nudged[n]` those with constant n raised by `FITTED[n]`; their
-    differences are the surrogate's slopes. The request overhead adds to TTFT
-    alone (front-end time before the engine), so its slope is exact."""
+    differences are the surrogate's slopes. The request overhead adds to TTFT alone (front-end time before
+    the engine), so its slope is exact."""
     ok = _ok(base)
     for pred in nudged.values():
         ok &= _ok(pred)

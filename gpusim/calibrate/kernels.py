@@ -37,8 +37,7 @@ SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
           "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_prefill_keys_half",
-          "attention_prefill_kernel_us",
-          "attention_decode_flops_fraction",
+          "attention_prefill_kernel_us", "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
           "moe_kernel_us_fp8", "moe_kernel_us_fp4",
@@ -153,7 +152,7 @@ def _prefill_attention(flops: np.ndarray, keys_per_query: np.ndarray, dtypes: pd
 
 
 def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
-    """step.py prefill attention: pairs · 4·heads·head_dim FLOPs at attention_prefill_flops_fraction."""
+    """step.py prefill attention: pairs · 4·heads·head_dim FLOPs on the length curve (`_prefill_attention`)."""
     isl, window = df["isl"].to_numpy(float), df["window_size"].to_numpy(float)
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(isl, window)
     flops = pairs * 4 * df["num_heads"].to_numpy(float) * df["head_dim"].to_numpy(float)
