@@ -138,6 +138,8 @@ def test_derived_generation_scales_kernels_and_keeps_other_overrides(tmp_path) -
     bw = old.for_architecture("blackwell")
     assert bw.gemm_efficiency("fp4") == pytest.approx(newer.gemm_efficiency("fp4") / 2, abs=1e-4)
     assert bw.value("moe_efficiency_fp4") == 0.3  # relative to the GEMM efficiency: not scaled again
+    for fixed in ("attention_kernel_us", "attention_prefill_kernel_us", "step_overhead_us"):
+        assert bw.value(fixed) == pytest.approx(newer.for_architecture("blackwell").value(fixed) * 2, rel=1e-3)
     assert old.overrides["blackwell"]["moe_efficiency_fp4"].source == "table fit"
 
 
