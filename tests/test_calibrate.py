@@ -95,6 +95,19 @@ def test_fit_ops_limited_to_families_fits_only_their_constants() -> None:
     assert all(k.startswith("moe_") for k in values["blackwell"])
 
 
+def test_fit_ops_fits_an_architectures_systems_together_as_the_pooled_kernel_fit_does() -> None:
+    from gpusim.calibrate import kernels
+
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    hopper = ("h100_sxm", "h200_sxm")
+    values, errors = fit.fit_ops(load_software("vllm"), "vllm", max_rows=30, systems=hopper, families=("allreduce",))
+    pooled = kernels.calibrate_architectures(data, hopper, max_rows=30, backend="vllm", families=("allreduce",))
+    assert set(values) == {"hopper"} and set(errors) == set(hopper)
+    assert values["hopper"] == pytest.approx(pooled[0]["fitted"], rel=1e-6)
+
+
 def test_table_timing_constants_are_written_apart_and_win_on_every_architecture(tmp_path) -> None:
     base = load_software("trtllm")
     over = {fit.BASE_ARCH: {}, "hopper": {"layer_overhead_us": 77.0}}

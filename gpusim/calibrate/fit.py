@@ -2,12 +2,15 @@
 
 Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile>.yaml with this command):
 
-1. **Op level** (needs the optional `aiconfigurator-core` tables, `gpusim.calibrate.kernels`): per system,
-   each op family is fitted alone on the constants it depends on (`kernels.RELEVANT`), GEMMs first (their
-   shape curve, bandwidth and per-dtype efficiencies), then attention, MoE (relative to the GEMM
-   efficiency of its dtype) and collectives. A constant's value per GPU architecture is the median over
-   that architecture's systems and families. The base values are Blackwell Ultra's (so Rubin, which has
-   no tables, inherits them: grade D by rule); Hopper and Blackwell differ through `overrides`.
+1. **Op level** (needs the optional `aiconfigurator-core` tables, `gpusim.calibrate.kernels`): the op
+   families are fitted on the constants they depend on (`kernels.RELEVANT`), GEMMs first (their shape
+   curve, bandwidth and per-dtype efficiencies), then attention, MoE (relative to the GEMM efficiency of
+   its dtype) and collectives, each stage from the values of the stages before. Families that share a
+   constant (context and MLA context attention; FP8 and FP4 GEMMs) are fitted together, on all of a GPU
+   architecture's systems at once (`kernels.fit_pooled`, as `python -m gpusim.calibrate.kernels --pooled`
+   does): one value per architecture, as a profile holds. The base values are Blackwell Ultra's (so
+   Rubin, which has no tables, inherits them: grade D by rule); Hopper and Blackwell differ through
+   `overrides`.
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
@@ -57,7 +60,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("context_attention", "mla_context", "generation_attention", "mla_generation", "moe_bf16", "moe_fp8",
      "moe_fp4", "allreduce", "alltoall"),
 )
-"""Families fitted in order; each stage starts from the medians of the stages before."""
+"""Families fitted in order; each stage starts from the values of the stages before."""
 
 
 # ---- statistics ------------------------------------------------------------------------------------------
@@ -102,34 +105,52 @@ def with_values(sw: SoftwareProfile, values: dict[str, float], source: str) -> S
     return sw.model_copy(update={k: Sourced(value=round(v, 4), source=source, grade="D") for k, v in values.items()})
 
 
+def _sharing_groups(tables: dict[str, pd.DataFrame]) -> list[tuple[str, ...]]:
+    """The families of `tables` joined where they depend on a common constant (connected groups), in order."""
+    from gpusim.calibrate.kernels import relevant_constants
+
+    groups: list[tuple[set[str], set[str]]] = []
+    for name, df in tables.items():
+        families, consts = {name}, set(relevant_constants({name: df}))
+        for g in [g for g in groups if g[1] & consts]:
+            families, consts = families | g[0], consts | g[1]
+            groups.remove(g)
+        groups.append((families, consts))
+    return [tuple(n for n in tables if n in families) for families, _ in groups]
+
+
 def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
             systems: Iterable[str] | None = None,
             families: tuple[str, ...] = ()) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
-    """Op-level constants per architecture (medians, see the module docstring) and per-system family MAPE;
-    only the families whose names start with one of `families` when given."""
+    """Op-level constants per GPU architecture and each system's family MAPE with them (module docstring,
+    step 1); only the families whose names start with one of `families` when given."""
     from gpusim.calibrate import kernels
     from gpusim.specs.hardware import load_hardware
 
     data = kernels.aic_data_dir()
     if data is None:
         raise RuntimeError("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
-    per_arch: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    errors: dict[str, dict] = {}
-    loaded = {}
+    by_arch: dict[str, list[tuple[str, object, dict[str, pd.DataFrame]]]] = defaultdict(list)
     for system in systems or kernels.SYSTEMS:
         hw = load_hardware(kernels._profile(system))
-        loaded[system] = (hw, kernels.load_tables(data, system, max_rows, backend=backend))
+        tables = kernels.load_tables(data, system, max_rows, backend=backend)
+        by_arch[hw.gpu.architecture].append(
+            (system, hw, {k: v for k, v in tables.items() if not families or k.startswith(families)}))
+    values: dict[str, dict[str, float]] = defaultdict(dict)
+    errors: dict[str, dict] = defaultdict(dict)
     for stage in STAGES:
-        for system, (hw, tables) in loaded.items():
-            arch = hw.gpu.architecture
-            base = with_values(sw.for_architecture(arch), _medians(per_arch[arch]), "stage")
-            for name in stage:
-                if name in tables and (not families or name.startswith(families)):
-                    got = kernels.fit_per_family({name: tables[name]}, hw, base)[name]
-                    for k, v in got["fitted"].items():
-                        per_arch[arch][k].append(v)
-                    errors.setdefault(system, {})[name] = got["mape"]
-    return {arch: _medians(vals) for arch, vals in per_arch.items()}, errors
+        for arch, sets in by_arch.items():
+            base = with_values(sw.for_architecture(arch), values[arch], "stage")
+            present = {n: t[n] for n in stage for _, _, t in reversed(sets) if n in t}
+            for group in _sharing_groups(present):
+                params = kernels.relevant_constants({n: present[n] for n in group})
+                subsets = [(system, hw, sub) for system, hw, t in sets if (sub := {n: t[n] for n in group if n in t})]
+                fitted = kernels.fit_pooled([(sub, hw, base) for _, hw, sub in subsets], params)
+                values[arch].update({k: fitted[k] for k in params})
+                for system, hw, sub in subsets:
+                    got = kernels.family_errors(sub, kernels.predict(sub, hw, base, fitted))
+                    errors[system].update({n: e["mape"] for n, e in got.items()})
+    return dict(values), dict(errors)
 
 
 def with_kept_overrides(sw: SoftwareProfile, arch_values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -137,10 +158,6 @@ def with_kept_overrides(sw: SoftwareProfile, arch_values: dict[str, dict[str, fl
     fit keeps every other per-architecture value."""
     kept = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
     return {a: {**kept.get(a, {}), **arch_values.get(a, {})} for a in {*kept, *arch_values}}
-
-
-def _medians(values: dict[str, list[float]]) -> dict[str, float]:
-    return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
 # ---- request level ------------------------------------------------------------------------------------------------

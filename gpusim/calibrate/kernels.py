@@ -72,6 +72,12 @@ RELEVANT = {
 GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 fits move only their own
 peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
 
+
+def relevant_constants(tables: dict[str, pd.DataFrame]) -> tuple[str, ...]:
+    """The constants the families of `tables` depend on (`RELEVANT`, by family name or else by op), in order."""
+    return tuple(dict.fromkeys(c for name, df in tables.items()
+                               for c in RELEVANT.get(name) or RELEVANT[df["op"].iloc[0]]))
+
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
 _MOE_PRECISION = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"),
                   "w4a8_mxfp4_mxfp8": ("fp4", "fp8")}
@@ -417,8 +423,8 @@ def fit_per_family(tables: dict[str, pd.DataFrame], hw: Hardware, sw: SoftwarePr
     """Each family fitted alone on the constants it depends on: what each op class asks of the profile."""
     out = {}
     for name, df in tables.items():
-        params = RELEVANT.get(name) or RELEVANT[df["op"].iloc[0]]
         one = {name: df}
+        params = relevant_constants(one)
         fitted = fit(one, hw, sw, params)
         out[name] = {"fitted": {k: fitted[k] for k in params},
                      **family_errors(one, predict(one, hw, sw, fitted))[name]}
@@ -476,8 +482,7 @@ def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backe
     params = PARAMS
     if families:
         tables = {k: v for k, v in tables.items() if k.startswith(families)}
-        params = tuple(dict.fromkeys(c for k, df in tables.items()
-                                     for c in RELEVANT.get(k) or RELEVANT[df["op"].iloc[0]]))
+        params = relevant_constants(tables)
     before = family_errors(tables, predict(tables, hw, sw, constants(sw)))
     fitted = fit(tables, hw, sw, params)
     after = family_errors(tables, predict(tables, hw, sw, fitted))
@@ -501,8 +506,7 @@ def calibrate_architectures(data: Path, systems: tuple[str, ...] = SYSTEMS, max_
             by_arch.setdefault(hw.gpu.architecture, []).append((system, tables, hw, sw))
     out = []
     for arch, sets in by_arch.items():
-        params = tuple(dict.fromkeys(c for _, tables, _, _ in sets for k, df in tables.items()
-                                     for c in RELEVANT.get(k) or RELEVANT[df["op"].iloc[0]]))
+        params = tuple(dict.fromkeys(c for _, tables, _, _ in sets for c in relevant_constants(tables)))
         fitted = fit_pooled([(t, hw, sw) for _, t, hw, sw in sets], params)
         errors = {system: family_errors(t, predict(t, hw, sw, {**constants(sw), **{k: fitted[k] for k in params}}))
                   for system, t, hw, sw in sets}
