@@ -39,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,9 @@ from scipy.optimize import linprog
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
+
+if TYPE_CHECKING:
+    from gpusim.specs.hardware import Hardware
 
 HOLDOUT = 0.3
 SEED = 0
@@ -130,7 +134,7 @@ def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
     data = kernels.aic_data_dir()
     if data is None:
         raise RuntimeError("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
-    by_arch: dict[str, list[tuple[str, object, dict[str, pd.DataFrame]]]] = defaultdict(list)
+    by_arch: dict[str, list[tuple[str, Hardware, dict[str, pd.DataFrame]]]] = defaultdict(list)
     for system in systems or kernels.SYSTEMS:
         hw = load_hardware(kernels._profile(system))
         tables = kernels.load_tables(data, system, max_rows, backend=backend)
@@ -141,7 +145,8 @@ def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
     for stage in STAGES:
         for arch, sets in by_arch.items():
             base = with_values(sw.for_architecture(arch), values[arch], "stage")
-            present = {n: t[n] for n in stage for _, _, t in reversed(sets) if n in t}
+            # one table per family of the stage (any system's) names the constants it depends on
+            present = {n: next(t[n] for _, _, t in sets if n in t) for n in stage if any(n in t for _, _, t in sets)}
             for group in _sharing_groups(present):
                 params = kernels.relevant_constants({n: present[n] for n in group})
                 subsets = [(system, hw, sub) for system, hw, t in sets if (sub := {n: t[n] for n in group if n in t})]

@@ -78,6 +78,7 @@ def relevant_constants(tables: dict[str, pd.DataFrame]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(c for name, df in tables.items()
                                for c in RELEVANT.get(name) or RELEVANT[df["op"].iloc[0]]))
 
+
 _DTYPE = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "fp4": "fp4"}
 _MOE_PRECISION = {"bfloat16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"),
                   "w4a8_mxfp4_mxfp8": ("fp4", "fp8")}
