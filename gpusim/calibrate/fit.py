@@ -109,20 +109,6 @@ def with_values(sw: SoftwareProfile, values: dict[str, float], source: str) -> S
     return sw.model_copy(update={k: Sourced(value=round(v, 4), source=source, grade="D") for k, v in values.items()})
 
 
-def _sharing_groups(tables: dict[str, pd.DataFrame]) -> list[tuple[str, ...]]:
-    """The families of `tables` joined where they depend on a common constant (connected groups), in order."""
-    from gpusim.calibrate.kernels import relevant_constants
-
-    groups: list[tuple[set[str], set[str]]] = []
-    for name, df in tables.items():
-        families, consts = {name}, set(relevant_constants({name: df}))
-        for g in [g for g in groups if g[1] & consts]:
-            families, consts = families | g[0], consts | g[1]
-            groups.remove(g)
-        groups.append((families, consts))
-    return [tuple(n for n in tables if n in families) for families, _ in groups]
-
-
 def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
             systems: Iterable[str] | None = None,
             families: tuple[str, ...] = ()) -> tuple[dict[str, dict[str, float]], dict[str, dict]]:
@@ -134,27 +120,24 @@ def fit_ops(sw: SoftwareProfile, backend: str = "trtllm", max_rows: int = 800,
     data = kernels.aic_data_dir()
     if data is None:
         raise RuntimeError("aiconfigurator-core is not installed: pip install 'aiconfigurator-core==0.12.0'")
-    by_arch: dict[str, list[tuple[str, Hardware, dict[str, pd.DataFrame]]]] = defaultdict(list)
+    by_arch: dict[str, list[tuple[str, dict[str, pd.DataFrame], Hardware]]] = defaultdict(list)
     for system in systems or kernels.SYSTEMS:
         hw = load_hardware(kernels._profile(system))
         tables = kernels.load_tables(data, system, max_rows, backend=backend)
         by_arch[hw.gpu.architecture].append(
-            (system, hw, {k: v for k, v in tables.items() if not families or k.startswith(families)}))
+            (system, {k: v for k, v in tables.items() if not families or k.startswith(families)}, hw))
     values: dict[str, dict[str, float]] = defaultdict(dict)
     errors: dict[str, dict] = defaultdict(dict)
     for stage in STAGES:
-        for arch, sets in by_arch.items():
-            base = with_values(sw.for_architecture(arch), values[arch], "stage")
-            # one table per family of the stage (any system's) names the constants it depends on
-            present = {n: next(t[n] for _, _, t in sets if n in t) for n in stage if any(n in t for _, _, t in sets)}
-            for group in _sharing_groups(present):
-                params = kernels.relevant_constants({n: present[n] for n in group})
-                subsets = [(system, hw, sub) for system, hw, t in sets if (sub := {n: t[n] for n in group if n in t})]
-                fitted = kernels.fit_pooled([(sub, hw, base) for _, hw, sub in subsets], params)
-                values[arch].update({k: fitted[k] for k in params})
-                for system, hw, sub in subsets:
-                    got = kernels.family_errors(sub, kernels.predict(sub, hw, base, fitted))
-                    errors[system].update({n: e["mape"] for n, e in got.items()})
+        for arch, every in by_arch.items():
+            sets = [(system, staged, hw) for system, tables, hw in every
+                    if (staged := {n: tables[n] for n in stage if n in tables})]
+            if sets:
+                base = with_values(sw.for_architecture(arch), values[arch], "stage")
+                fitted, errs = kernels.fit_architecture(sets, base)
+                values[arch].update(fitted)
+                for system, fams in errs.items():
+                    errors[system].update({n: e["mape"] for n, e in fams.items()})
     return dict(values), dict(errors)
 
 

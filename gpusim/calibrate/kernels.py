@@ -491,28 +491,36 @@ def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backe
             "before": before, "after": after, "per_family": fit_per_family(tables, hw, sw)}
 
 
+def fit_architecture(sets: list[tuple[str, dict[str, pd.DataFrame], Hardware]],
+                     sw: SoftwareProfile) -> tuple[dict[str, float], dict[str, dict]]:
+    """One set of the constants the families of `sets` (system, tables, hardware) depend on, fitted to all
+    of them at once from `sw` (`fit_pooled`; families without a constant in common fit as if alone), and
+    each system's family errors with them."""
+    params = tuple(dict.fromkeys(c for _, tables, _ in sets for c in relevant_constants(tables)))
+    fitted = {k: v for k, v in fit_pooled([(t, hw, sw) for _, t, hw in sets], params).items() if k in params}
+    with_fit = {**constants(sw), **fitted}
+    return fitted, {system: family_errors(t, predict(t, hw, sw, with_fit)) for system, t, hw in sets}
+
+
 def calibrate_architectures(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,
                             backend: str = "trtllm", families: tuple[str, ...] = ()) -> list[dict]:
-    """Per GPU architecture, one set of constants fitted to all of its `systems` at once (`fit_pooled`):
-    the values a software profile's per-architecture overrides take. Only the families starting with
-    `families` when given, and then only the constants they depend on."""
-    by_arch: dict[str, list[tuple[str, dict[str, pd.DataFrame], Hardware, SoftwareProfile]]] = {}
+    """Per GPU architecture, one set of constants fitted to all of its `systems` at once
+    (`fit_architecture`): the values a software profile's per-architecture overrides take. Only the
+    families starting with `families` when given, and then only the constants they depend on."""
+    by_arch: dict[str, list[tuple[str, dict[str, pd.DataFrame], Hardware]]] = {}
     for system in systems:
         hw = load_hardware(_profile(system))
         tables = load_tables(data, system, max_rows, backend=backend)
         if families:
             tables = {k: v for k, v in tables.items() if k.startswith(families)}
         if tables:
-            sw = load_software(backend).for_architecture(hw.gpu.architecture)
-            by_arch.setdefault(hw.gpu.architecture, []).append((system, tables, hw, sw))
+            by_arch.setdefault(hw.gpu.architecture, []).append((system, tables, hw))
     out = []
     for arch, sets in by_arch.items():
-        params = tuple(dict.fromkeys(c for _, tables, _, _ in sets for c in relevant_constants(tables)))
-        fitted = fit_pooled([(t, hw, sw) for _, t, hw, sw in sets], params)
-        errors = {system: family_errors(t, predict(t, hw, sw, {**constants(sw), **{k: fitted[k] for k in params}}))
-                  for system, t, hw, sw in sets}
-        out.append({"architecture": arch, "systems": [s for s, *_ in sets], "constants": constants(sets[0][3]),
-                    "fitted": {k: fitted[k] for k in params}, "after": errors})
+        sw = load_software(backend).for_architecture(arch)
+        fitted, errors = fit_architecture(sets, sw)
+        out.append({"architecture": arch, "systems": [s for s, *_ in sets], "constants": constants(sw),
+                    "fitted": fitted, "after": errors})
     return out
 
 
