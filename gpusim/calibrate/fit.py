@@ -5,10 +5,11 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
 1. **Op level** (needs the optional `aiconfigurator-core` tables, `gpusim.calibrate.kernels`): the op
    families are fitted on the constants they depend on (`kernels.RELEVANT`), GEMMs first (their shape
    curve, bandwidth and per-dtype efficiencies), then attention, MoE (relative to the GEMM efficiency of
-   its dtype) and collectives, each stage from the values of the stages before. Families that share a
-   constant (context and MLA context attention; FP8 and FP4 GEMMs) are fitted together, on all of a GPU
-   architecture's systems at once (`kernels.fit_pooled`, as `python -m gpusim.calibrate.kernels --pooled`
-   does): one value per architecture, as a profile holds. The base values are Blackwell Ultra's (so
+   its dtype) and collectives, each stage from the values of the stages before. A stage's families are
+   fitted together on all of a GPU architecture's systems at once (`kernels.fit_architecture`, as
+   `python -m gpusim.calibrate.kernels --pooled` does), so families that share a constant (context and
+   MLA context attention; FP8 and FP4 GEMMs) share its value: one value per architecture, as a profile
+   holds. The base values are Blackwell Ultra's (so
    Rubin, which has no tables, inherits them: grade D by rule); Hopper and Blackwell differ through
    `overrides`.
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
