@@ -9,9 +9,8 @@ Procedure (DESIGN §5; every number lands in hardware_profiles/software/<profile
    fitted together on all of a GPU architecture's systems at once (`kernels.fit_architecture`, as
    `python -m gpusim.calibrate.kernels --pooled` does), so families that share a constant (context and
    MLA context attention; FP8 and FP4 GEMMs) share its value: one value per architecture, as a profile
-   holds. The base values are Blackwell Ultra's (so
-   Rubin, which has no tables, inherits them: grade D by rule); Hopper and Blackwell differ through
-   `overrides`.
+   holds. The base values are Blackwell Ultra's (so Rubin, which has no tables, inherits them: grade D
+   by rule); Hopper and Blackwell differ through `overrides`.
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,

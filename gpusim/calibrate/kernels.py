@@ -187,9 +187,10 @@ def _predict_generation_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.
 
 def _predict_mla_context(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs (ops.py `_attention`)."""
-    pairs = df["batch_size"].to_numpy(float) * _causal_pairs(df["isl"].to_numpy(float), np.zeros(len(df)))
+    isl, batch = df["isl"].to_numpy(float), df["batch_size"].to_numpy(float)
+    pairs = batch * _causal_pairs(isl, np.zeros(len(df)))
     flops = pairs * 2 * df["num_heads"].to_numpy(float) * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
-    return _prefill_attention(flops, (df["isl"].to_numpy(float) + 1) / 2, df["dtype"], mc, p)
+    return _prefill_attention(flops, pairs / (batch * isl), df["dtype"], mc, p)
 
 
 def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
@@ -409,10 +410,12 @@ def fit_pooled(sets: list[tuple[dict[str, pd.DataFrame], Hardware, SoftwareProfi
     hi = np.array([BOUNDS.get(n, (0.02, 1.0))[1] for n in params])
     x0 = np.clip(np.array([start[n] for n in params]), lo + 1e-9, hi - 1e-9)
 
+    bases = [constants(sw) for _, _, sw in sets]
+
     def residuals(x: np.ndarray) -> np.ndarray:
         out = []
-        for tables, hw, sw in sets:
-            pred = predict(tables, hw, sw, {**constants(sw), **dict(zip(params, x, strict=True))})
+        for (tables, hw, sw), base in zip(sets, bases, strict=True):
+            pred = predict(tables, hw, sw, {**base, **dict(zip(params, x, strict=True))})
             out += [np.log(pred[n] / df["latency"].to_numpy(float)) / np.sqrt(len(df)) for n, df in tables.items()]
         return np.concatenate(out)
 
