@@ -166,6 +166,30 @@ def test_saturated_gemm_efficiency_reads_compute_bound_shapes_only() -> None:
     assert kernels.saturated_gemm_efficiency(df.iloc[3:], hw, m_half) is None
 
 
+def test_gemm_formula_streams_nvfp4_at_its_own_fraction() -> None:
+    hw, _, p = _setup()
+    df = pd.DataFrame({"m": [1], "n": [8192], "k": [8192], "dtype": ["fp4"]})
+    base = {**p, "gemm_kernel_us": 0.0}
+    slow = {**base, "hbm_bandwidth_fraction_fp4": base["hbm_bandwidth_fraction_fp4"] / 2}
+    mc = kernels.Machine(hw)
+    assert kernels._predict_gemm(df, mc, slow)[0] / kernels._predict_gemm(df, mc, base)[0] == pytest.approx(2.0)
+
+
+def test_streaming_rate_keeps_each_precisions_fixed_time_out() -> None:
+    """Decode-sized GEMMs timed as t0 + bytes / rate give back the rate whatever t0; prefill-sized shapes
+    and block-scaled FP8 are left out, and a table of only those gives None."""
+    rate, t0 = 4e12, 8e-6
+    shapes = pd.DataFrame([(1, 4096, 4096), (8, 8192, 8192), (16, 16384, 8192), (4, 28672, 8192)],
+                          columns=["m", "n", "k"]).assign(dtype="fp4")
+    _, _, bytes_ = kernels._gemm_work(shapes)
+    decode = shapes.assign(gemm_dtype="nvfp4", latency=(t0 + bytes_ / rate) * 1e3)
+    others = pd.DataFrame([(4096, 8192, 8192, "nvfp4", 1.0), (8, 8192, 8192, "fp8_block", 1.0)],
+                          columns=["m", "n", "k", "gemm_dtype", "latency"]).assign(dtype="fp4")
+    df = pd.concat([decode, others], ignore_index=True)
+    assert kernels.streaming_rate(df) == pytest.approx(rate, rel=1e-6)
+    assert kernels.streaming_rate(others) is None
+
+
 def test_a_family_limited_fit_moves_only_their_constants() -> None:
     data = kernels.aic_data_dir()
     if data is None:

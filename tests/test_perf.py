@@ -253,6 +253,22 @@ def test_fp4_weights_read_time_vs_fp8() -> None:
     assert fp4 / fp8 == pytest.approx(0.5 + 1 / 16, rel=1e-3)  # half, plus one fp8 scale per 16 values
 
 
+def test_nvfp4_gemms_stream_at_their_own_bandwidth_fraction() -> None:
+    """A profile's hbm_bandwidth_fraction_fp4 slows the weight reads of NVFP4 GEMMs alone: FP8 GEMMs, and
+    FP4 weights computing at BF16 (W4A16), keep hbm_bandwidth_fraction."""
+    hw = hardware({"bf16": 100, "fp8": 200, "fp4": 400}, arch="blackwell")
+    b = BatchShape(decode_seqs=1, decode_context=1)
+    slow = software().model_copy(update={"hbm_bandwidth_fraction_fp4": S(0.25)})
+
+    def ffn(dep: Deployment, sw: SoftwareProfile) -> float:
+        return StepCostModel(hw, dense_model(), dep, sw).breakdown(b).by_op["ffn"]
+
+    nvfp4 = Deployment(weights="fp4", activations="fp4")
+    assert ffn(nvfp4, slow) / ffn(nvfp4, software()) == pytest.approx(0.5 / 0.25, rel=1e-3)
+    for dep in (Deployment(weights="fp8", activations="fp8"), Deployment(weights="fp4")):
+        assert ffn(dep, slow) == pytest.approx(ffn(dep, software()))
+
+
 def test_hopper_without_fp4_falls_back_to_fp8() -> None:
     hopper = hardware({"bf16": 100, "fp8": 200}, arch="hopper")
     blackwell = hardware({"bf16": 100, "fp8": 200, "fp4": 400}, arch="blackwell")

@@ -350,9 +350,9 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     return block
 
 
-GENERATION_SCALED = ("hbm_bandwidth_fraction", "gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4",
-                     "attention_prefill_flops_fraction", "attention_decode_flops_fraction",
-                     "attention_decode_bandwidth_fraction")
+GENERATION_SCALED = ("hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_efficiency_max",
+                     "gemm_efficiency_fp8", "gemm_efficiency_fp4", "attention_prefill_flops_fraction",
+                     "attention_decode_flops_fraction", "attention_decode_bandwidth_fraction")
 GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "attention_prefill_kernel_us", "moe_kernel_us",
                         "moe_kernel_us_fp8", "moe_kernel_us_fp4", "step_overhead_us", "layer_overhead_us",
                         "host_seq_us")

@@ -35,8 +35,9 @@ from gpusim.validate.silicon import map_system
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 
-PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half", "hbm_bandwidth_fraction",
-          "gemm_kernel_us", "attention_prefill_flops_fraction", "attention_prefill_keys_half",
+PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half",
+          "hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_kernel_us", "attention_prefill_flops_fraction",
+          "attention_prefill_keys_half",
           "attention_prefill_kernel_us", "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
@@ -60,7 +61,7 @@ _DECODE = ("attention_decode_flops_fraction", "attention_decode_bandwidth_fracti
 RELEVANT = {
     "gemm_bf16": ("gemm_efficiency_max", "gemm_m_half", "hbm_bandwidth_fraction", "gemm_kernel_us"),
     "gemm_fp8": ("gemm_efficiency_fp8", "gemm_kernel_us"),
-    "gemm_fp4": ("gemm_efficiency_fp4", "gemm_kernel_us"),
+    "gemm_fp4": ("gemm_efficiency_fp4", "hbm_bandwidth_fraction_fp4", "gemm_kernel_us"),
     **{f"moe_{d}": (_MOE_EFF[d], _MOE_HALF[d], _MOE_KERNEL[d]) for d in _PRECISIONS},
     "context_attention": _ATTN, "mla_context": _ATTN,
     "generation_attention": _DECODE, "mla_generation": _DECODE,
@@ -70,7 +71,8 @@ RELEVANT = {
 }
 """The constants each op family's time depends on (for the per-family fit); the others stay fixed.
 GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 fits move only their own
-peak fraction and the shared per-kernel time, so the per-dtype efficiencies stay comparable."""
+peak fraction (NVFP4 also its own bandwidth) and the shared per-kernel time, so the per-dtype efficiencies
+stay comparable."""
 
 
 def relevant_constants(tables: dict[str, pd.DataFrame]) -> tuple[str, ...]:
@@ -105,8 +107,8 @@ class Machine:
         return np.array([self.hw.peak_flops(d) for d in dtypes], dtype=float)
 
 
-def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float, eff_c, launch_s: float | np.ndarray,
-              kernels: float = 1.0) -> np.ndarray:
+def _roofline(flops: np.ndarray, bytes_: np.ndarray, peak: np.ndarray, bw: float | np.ndarray, eff_c,
+              launch_s: float | np.ndarray, kernels: float = 1.0) -> np.ndarray:
     """roofline.op_time: max(flops / (peak · eff_c), bytes / bw) + launches, in seconds."""
     return np.maximum(flops / (peak * eff_c), bytes_ / bw) + kernels * launch_s
 
@@ -139,7 +141,8 @@ def _gemm_work(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _predict_gemm(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
     """step.py GemmOp on the roofline (`_gemm_work`)."""
     m, flops, bytes_ = _gemm_work(df)
-    bw = mc.hw.hbm_bandwidth * p["hbm_bandwidth_fraction"]
+    fp4 = (df["dtype"] == "fp4").to_numpy()
+    bw = mc.hw.hbm_bandwidth * np.where(fp4, p["hbm_bandwidth_fraction_fp4"], p["hbm_bandwidth_fraction"])
     return _roofline(flops, bytes_, mc.peak(df["dtype"]), bw, _gemm_eff(m, p, df["dtype"]), p["gemm_kernel_us"] * 1e-6)
 
 
@@ -475,6 +478,45 @@ def saturated_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, ma
     return {arch: {k: round(float(np.median(v)), 3) for k, v in vals.items()} for arch, vals in values.items()}
 
 
+DECODE_M = 16
+"""GEMMs of at most this many rows are decode-sized: their time is weight streaming, not tensor-core math."""
+
+
+def streaming_rate(gemm: pd.DataFrame) -> float | None:
+    """Bytes per second one GEMM table (one precision) streams at decode sizes (m ≤ `DECODE_M`): the slope
+    of latency = t0 + bytes / rate, least squares in relative error, so that the precision's own fixed time
+    (activation quantisation, scale loads) stays out of the rate. None without two such shapes."""
+    df = gemm[(gemm["gemm_dtype"] != "fp8_block") & (gemm["m"] <= DECODE_M)]
+    if len(df) < 2:
+        return None
+    _, _, bytes_ = _gemm_work(df)
+    seconds = df["latency"].to_numpy(float) * 1e-3
+    design = np.column_stack([np.ones(len(df)), bytes_]) / seconds[:, None]
+    (_, per_byte), *_ = np.linalg.lstsq(design, np.ones(len(df)), rcond=None)
+    return float(1 / per_byte) if per_byte > 0 else None
+
+
+def streaming_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,
+                              backend: str = "trtllm") -> dict[str, dict[str, float]]:
+    """`hbm_bandwidth_fraction_fp4` per GPU architecture with FP4 tables: the profile's
+    `hbm_bandwidth_fraction` times the rate NVFP4 GEMMs stream at over the rate BF16 ones do
+    (`streaming_rate`, the median over the architecture's systems), and that ratio."""
+    ratios: dict[str, list[float]] = {}
+    for system in systems:
+        hw = load_hardware(_profile(system))
+        tables = load_tables(data, system, max_rows, backend=backend)
+        if "gemm_bf16" not in tables or "gemm_fp4" not in tables:
+            continue
+        bf16, fp4 = streaming_rate(tables["gemm_bf16"]), streaming_rate(tables["gemm_fp4"])
+        if bf16 and fp4:
+            ratios.setdefault(hw.gpu.architecture, []).append(fp4 / bf16)
+    sw = load_software(backend)
+    return {arch: {"fp4_over_bf16": round(float(np.median(r)), 3),
+                   "hbm_bandwidth_fraction_fp4": round(sw.for_architecture(arch).value("hbm_bandwidth_fraction")
+                                                       * float(np.median(r)), 3)}
+            for arch, r in ratios.items()}
+
+
 def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backend: str = "trtllm",
                      families: tuple[str, ...] = ()) -> dict:
     """Errors with the profile's constants, the fitted constants, and the errors with them, for one system
@@ -564,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(the profile's per-architecture values) instead of one per system")
     ap.add_argument("--saturated", action="store_true", help="only the compute-bound GEMM efficiencies per "
                     "architecture (saturated_gemm_efficiency)")
+    ap.add_argument("--streaming", action="store_true", help="only the NVFP4 weight-streaming rate over BF16's "
+                    "at decode sizes and the hbm_bandwidth_fraction_fp4 it gives, per architecture")
     args = ap.parse_args(argv)
     data = aic_data_dir()
     if data is None:
@@ -571,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.saturated:
         print(json.dumps(saturated_by_architecture(data, tuple(args.systems), args.max_rows), indent=1))
+        return 0
+    if args.streaming:
+        print(json.dumps(streaming_by_architecture(data, tuple(args.systems), args.max_rows, args.backend), indent=1))
         return 0
     if args.pooled:
         pooled = calibrate_architectures(data, tuple(args.systems), args.max_rows, args.backend, tuple(args.families))

@@ -13,8 +13,10 @@ sequence whatever the TP, which neither a GPU term (it would shrink with TP) nor
 overlap (it would vanish at TP1) reproduces.
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
 profile's `moe_efficiency` of that precision times i / (i + moe_inter_half) for experts i wide on a GPU
-(small experts fill tiles poorly); every kernel carries its class's fixed time (GEMM, MoE, attention,
-collective), which replaces the bare `kernel_launch_us` where the profile sets one.
+(small experts fill tiles poorly); dense NVFP4 GEMMs stream their weights at the profile's
+`hbm_bandwidth_fraction_fp4`, the other memory-bound work at `hbm_bandwidth_fraction`; every kernel
+carries its class's fixed time (GEMM, MoE, attention, collective), which replaces the bare
+`kernel_launch_us` where the profile sets one.
 The T-part (GEMMs, MoE, collectives, launches) is cached per T; attention is linear in the causal
 pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped by the window, so
 it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
@@ -107,6 +109,7 @@ class StepCostModel:
         self.imbalance = expert_imbalance(model, deployment, sw)
         self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
         self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
+        self._gemm_bw = {d: hardware.hbm_bandwidth * sw.gemm_bandwidth_fraction(d) for d in ("bf16", "fp8", "fp4")}
         self._launch = sw.kernel_launch_us.value * 1e-6
         self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
         self._moe_launch = {d: sw.moe_kernel_s(d) for d in ("bf16", "fp8", "fp4")}
@@ -121,8 +124,8 @@ class StepCostModel:
         p_lm = hardware.peak_flops(lm.dtype) * sw.gemm_efficiency(lm.dtype)
         self._lm_c0 = lm.flops_per_token * self._m_half / p_lm
         self._lm_c1 = lm.flops_per_token / p_lm
-        self._lm_m0 = lm.weight_bytes / self._bw
-        self._lm_m1 = lm.io_bytes_per_token / self._bw
+        self._lm_m0 = lm.weight_bytes / self._gemm_bw[lm.dtype]
+        self._lm_m1 = lm.io_bytes_per_token / self._gemm_bw[lm.dtype]
         self._lm_launch = lm.kernels * self._gemm_launch
 
         # Attention: seconds per pair / per KV token, summed over the layers.
@@ -199,7 +202,8 @@ class StepCostModel:
             eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
             eff_c = gemm_efficiency(op.gemm_m(t), eff_max, self._m_half) or 1.0
             peak = self.hardware.peak_flops(op.dtype)
-            sec, bound = op_time(op.flops(t), op.bytes(t), peak, self._bw, eff_c, 1.0)
+            bw = self._bw if moe or not op.flops_per_token else self._gemm_bw[op.dtype]
+            sec, bound = op_time(op.flops(t), op.bytes(t), peak, bw, eff_c, 1.0)
             fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
             items.append((op.name, op.count * sec, bound, op.count * op.kernels * fixed))
         for c in self.ops.comm_ops:

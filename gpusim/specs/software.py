@@ -20,6 +20,7 @@ from gpusim.specs.sourced import Grade, Sourced
 SOFTWARE = ROOT / "hardware_profiles" / "software"
 
 DEFAULTS: dict[str, str | float] = {
+    "hbm_bandwidth_fraction_fp4": "hbm_bandwidth_fraction",
     "gemm_efficiency_fp8": "gemm_efficiency_max",
     "gemm_efficiency_fp4": "gemm_efficiency_max",
     "moe_efficiency": 1.0,
@@ -64,7 +65,7 @@ CONSTANTS = (
     *OPTIONAL,
 )
 FRACTIONS = frozenset({
-    "hbm_bandwidth_fraction", "gemm_efficiency_max", "attention_prefill_flops_fraction",
+    "hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_efficiency_max", "attention_prefill_flops_fraction",
     "attention_decode_bandwidth_fraction", "allreduce_busbw_fraction", "alltoall_efficiency",
     "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "moe_efficiency_fp8", "moe_efficiency_fp4",
     "attention_decode_flops_fraction", "allreduce_small_busbw_fraction",
@@ -106,6 +107,11 @@ class SoftwareProfile(BaseModel):
     name: str
     hbm_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth for weight/activation streaming (memory-bound ops)."""
+    hbm_bandwidth_fraction_fp4: Sourced | None = None
+    """The same for dense GEMMs computing at NVFP4: block-scaled 4-bit kernels stream their weights more
+    slowly at decode sizes than BF16 and FP8 ones do (`python -m gpusim.calibrate.kernels --streaming`);
+    absent: `hbm_bandwidth_fraction`. MoE experts keep `hbm_bandwidth_fraction`, their own constants
+    fitted with it."""
     gemm_efficiency_max: Sourced
     """eff_max of BF16 GEMMs in the shape curve eff(m) = eff_max · m / (m + m_half), m = tokens in the GEMM."""
     gemm_m_half: Sourced
@@ -239,6 +245,10 @@ class SoftwareProfile(BaseModel):
             return eff
         half = self.value(precision_constant("moe_inter_half", dtype))
         return eff * self.value(precision_constant("moe_efficiency", dtype)) * expert_inter / (expert_inter + half)
+
+    def gemm_bandwidth_fraction(self, dtype: str) -> float:
+        """Achievable fraction of peak HBM bandwidth of a dense GEMM computing at `dtype` (bf16, fp8, fp4)."""
+        return self.value("hbm_bandwidth_fraction_fp4" if dtype == "fp4" else "hbm_bandwidth_fraction")
 
     def moe_kernel_s(self, dtype: str) -> float:
         """Fixed seconds per grouped MoE kernel computing at `dtype` (bf16, fp8, fp4)."""
