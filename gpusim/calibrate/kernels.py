@@ -36,8 +36,8 @@ from gpusim.validate.silicon import map_system
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 
 PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_m_half",
-          "hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_kernel_us", "attention_prefill_flops_fraction",
-          "attention_prefill_keys_half",
+          "hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_kernel_us",
+          "attention_prefill_flops_fraction", "attention_prefill_keys_half",
           "attention_prefill_kernel_us", "attention_decode_flops_fraction",
           "attention_decode_bandwidth_fraction", "attention_kernel_us", "moe_efficiency", "moe_efficiency_fp8",
           "moe_efficiency_fp4", "moe_inter_half", "moe_inter_half_fp8", "moe_inter_half_fp4", "moe_kernel_us",
