@@ -9,7 +9,14 @@ import pandas as pd
 import pytest
 
 from gpusim.cli import main
-from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
+from gpusim.validate.errors import (
+    error_stats,
+    first_wave_weights,
+    partition_errors,
+    repeat_scatter,
+    scatter_stats,
+    target_status,
+)
 from gpusim.validate.mlperf import validate_mlperf
 from gpusim.validate.runner import Unsupported
 from gpusim.validate.silicon import (
@@ -215,6 +222,28 @@ def test_repeat_scatter_by_hand() -> None:
     assert stats[("system", "x")]["scatter_ttft"] == pytest.approx(0.4 / 3)
     assert stats[("system", "x")]["scatter_tpot"] == pytest.approx(0.2 / 3)
     assert stats[("system", "y")]["rows_repeated"] == 0 and stats[("system", "y")]["scatter_ttft"] is None
+
+
+def test_partitions_against_the_targets_by_hand() -> None:
+    """System a (TTFT 10%, TPOT 5%) meets 20% / 10%; b (TTFT 50%) does not and carries its setups' scatter;
+    c has too few predicted rows to be judged. The report counts them and lists each."""
+    from gpusim.validate.report import target_table
+
+    t = pd.DataFrame({
+        "system": ["a", "a", "b", "b", "c", "c"],
+        "measured_ttft": [100.0, 100.0, 10.0, 10.0, 1.0, 1.0], "predicted_ttft": [110.0, 90.0, 15.0, 5.0, 1.0, None],
+        "measured_tpot": [10.0] * 6, "predicted_tpot": [10.5, 9.5, 10.0, 10.0, 10.0, None],
+        "predicted": [True, True, True, True, True, False],
+        "scatter_ttft": [None, None, 0.3, 0.1, None, None], "scatter_tpot": [None, None, 0.02, 0.04, None, None],
+    })
+    got = {p["value"]: p for p in target_status(t, {"system": ["system"]}, {"ttft": 0.2, "tpot": 0.1}, 2)}
+    assert set(got) == {"a", "b"}
+    assert got["a"]["meets"] and got["a"]["mape_ttft"] == pytest.approx(0.1) and got["a"]["scatter_ttft"] is None
+    assert not got["b"]["meets"] and got["b"]["mape_ttft"] == pytest.approx(0.5)
+    assert got["b"]["rows_repeated"] == 2 and got["b"]["scatter_ttft"] == pytest.approx(0.2)
+    text = target_table({"mape": {"ttft": 0.2, "tpot": 0.1}, "min_rows": 2, "partitions": list(got.values())})
+    assert text.startswith("1 of 2 partitions with at least 2 predicted rows meet TTFT ≤ 20.0% and TPOT ≤ 10.0%")
+    assert "| system | b | 2 | 50.0% | 0.0% | no | 2 | 20.0% | 3.0% |" in text
 
 
 def test_report_states_the_scatter_of_repeated_setups(tmp_path) -> None:

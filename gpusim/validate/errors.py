@@ -94,10 +94,32 @@ def first_wave_weights(df: pd.DataFrame, by: str, min_contrast: float = 0.25) ->
              "weight_q75": float(w.quantile(0.75)) if len(w) else None} for value, w in groups]
 
 
+def target_status(df: pd.DataFrame, keys: dict[str, list[str]], targets: dict[str, float],
+                  min_rows: int) -> list[dict]:
+    """Every partition value with at least `min_rows` predicted rows, against a MAPE target per metric:
+    its MAPEs, whether it meets them all (`meets`), and beside them the measurement scatter of its repeated
+    setups (`scatter_stats`: the floor under any deterministic model's error there; None without repeats).
+    `df` is a scored table with `scatter_<m>` columns; `targets` maps a metric to its largest MAPE."""
+    metrics = tuple(targets)
+    floors = {(s["kind"], s["value"]): s for s in scatter_stats(df, keys, metrics)}
+    rows = []
+    for p in partition_errors(df, keys, metrics):
+        if p["rows_predicted"] < min_rows:
+            continue
+        mapes = {f"mape_{m}": p[f"mape_{m}"] for m in metrics}
+        meets = all(v is not None and v <= targets[m] for m, v in zip(metrics, mapes.values(), strict=True))
+        floor = floors[(p["kind"], p["value"])]
+        rows.append({"kind": p["kind"], "value": p["value"], "rows_predicted": p["rows_predicted"], **mapes,
+                     "meets": meets, "rows_repeated": floor["rows_repeated"],
+                     **{f"scatter_{m}": floor[f"scatter_{m}"] for m in metrics}})
+    return rows
+
+
 def worst(partitions: list[dict], metric: str, top: int = 10, min_rows: int = 1) -> list[dict]:
     """The `top` partitions with the largest MAPE of `metric` among those with predictions."""
     scored = [p for p in partitions if p.get(f"mape_{metric}") is not None and p["rows_predicted"] >= min_rows]
     return sorted(scored, key=lambda p: -np.float64(p[f"mape_{metric}"]))[:top]
 
 
-__all__ = ["ape", "error_stats", "first_wave_weights", "partition_errors", "repeat_scatter", "scatter_stats", "worst"]
+__all__ = ["ape", "error_stats", "first_wave_weights", "partition_errors", "repeat_scatter", "scatter_stats",
+           "target_status", "worst"]

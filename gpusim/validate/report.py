@@ -47,6 +47,28 @@ def first_wave_table(weights: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def target_table(targets: dict) -> str:
+    """Markdown: how many partitions meet every MAPE target, per kind, then each partition against them
+    with the measurement scatter of its repeated setups beside it."""
+    rows, goal = targets["partitions"], targets["mape"]
+    limits = " and ".join(f"{m.upper()} ≤ {_pct(v)}" for m, v in goal.items())
+    met = sum(p["meets"] for p in rows)
+    kinds = dict.fromkeys(p["kind"] for p in rows)
+    per_kind = ", ".join(f"{k} {sum(p['meets'] for p in rows if p['kind'] == k)} of "
+                         f"{sum(p['kind'] == k for p in rows)}" for k in kinds)
+    heads = " | ".join(f"{m.upper()} MAPE" for m in goal) + " | meets | repeated measurements | " + " | ".join(
+        f"{m.upper()} scatter" for m in goal)
+    lines = [f"{met} of {len(rows)} partitions with at least {targets['min_rows']} predicted rows meet {limits} "
+             f"({per_kind}).", "", f"| partition | value | predicted | {heads} |",
+             "|---|---|---|" + "---|" * (2 * len(goal) + 2)]
+    for p in rows:
+        mapes = " | ".join(_pct(p[f"mape_{m}"]) for m in goal)
+        floors = " | ".join(_pct(p[f"scatter_{m}"]) for m in goal)
+        lines.append(f"| {p['kind']} | {p['value']} | {p['rows_predicted']} | {mapes} | "
+                     f"{'yes' if p['meets'] else 'no'} | {p['rows_repeated']} | {floors} |")
+    return "\n".join(lines)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -100,6 +122,11 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     if any(p["kind"] == "reading" for p in parts):
         lines += ["## By reading rule", "", "Rows grouped by the documented rules they were read by (the notes of "
                   "their status in rows.csv; 'as stated': none).", "", partition_table(parts, ("reading",)), ""]
+    if summary.get("targets"):
+        lines += ["## Against the targets", "",
+                  "Each partition's MAPE against the targets, and the scatter of the measurements the sample "
+                  "repeats within it (a deterministic prediction of a setup measured twice with different "
+                  "results cannot get much below that scatter).", "", target_table(summary["targets"]), ""]
     lines += ["## All partitions", "", partition_table(parts), ""]
     if summary.get("measurement_scatter"):
         lines += ["## Measurement scatter: the floor under any model's error", "",
@@ -127,4 +154,4 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     return path
 
 
-__all__ = ["first_wave_table", "partition_table", "scatter", "scatter_table", "write_report"]
+__all__ = ["first_wave_table", "partition_table", "scatter", "scatter_table", "target_table", "write_report"]

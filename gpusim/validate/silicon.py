@@ -59,7 +59,14 @@ from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
 from gpusim.specs.software import software_names
-from gpusim.validate.errors import error_stats, first_wave_weights, partition_errors, repeat_scatter, scatter_stats
+from gpusim.validate.errors import (
+    error_stats,
+    first_wave_weights,
+    partition_errors,
+    repeat_scatter,
+    scatter_stats,
+    target_status,
+)
 from gpusim.validate.runner import RANGE_RATIO, WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
@@ -76,6 +83,13 @@ PARTITIONS: dict[str, list[str]] = {
 rules a row was read by (`reading`: its status notes, or 'as stated')."""
 SCATTER_PARTITIONS = {k: PARTITIONS[k] for k in ("system", "model", "backend", "mode")}
 """Partition kinds of the measurement-scatter table (repeated setups are too few for finer ones)."""
+TARGETS = {"ttft": 0.20, "tpot": 0.10}
+"""The accuracy targets the report checks: the largest MAPE per metric on every partition with at least
+`TARGET_MIN_ROWS` predicted rows (issue 5: TPOT ≤ 10%, TTFT ≤ 20%)."""
+TARGET_MIN_ROWS = 20
+TARGET_PARTITIONS = {k: v for k, v in PARTITIONS.items() if k != "reading"}
+"""The partitions the targets apply to: the measured dimensions and their exact configuration (not the
+reading rules, which are gpusim's own)."""
 
 _GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
     "fp8": ("fp8", "fp8"), "fp8_block": ("fp8", "fp8"), "nvfp4": ("fp4", "fp4"), "fp4": ("fp4", "fp4"),
@@ -533,6 +547,8 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "partitions": partition_errors(table, PARTITIONS, METRICS),
         "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
         "first_wave": first_wave_weights(table[table["mode"] == "agg"], "backend"),
+        "targets": {"mape": TARGETS, "min_rows": TARGET_MIN_ROWS,
+                    "partitions": target_status(table, TARGET_PARTITIONS, TARGETS, TARGET_MIN_ROWS)},
     }
 
 
@@ -612,7 +628,8 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
 
 
 __all__ = [
-    "PARTITIONS", "SiliconCase", "SiliconValidation", "map_model", "map_system", "predict_case", "predict_rows",
+    "PARTITIONS", "TARGETS", "TARGET_MIN_ROWS", "SiliconCase", "SiliconValidation", "map_model", "map_system",
+    "predict_case", "predict_rows",
     "read_rows", "read_sample", "row_case", "row_concurrency", "row_dtypes", "row_software", "scored_table",
     "select_rows", "summarize_table", "validate_silicon",
 ]
