@@ -11,9 +11,10 @@ from gpusim.calibrate import fit
 from gpusim.specs.software import SoftwareProfile, load_software
 
 GATE_ROWS, GATE_SEED = 60, 7
-GATE_MAPE_TTFT, GATE_MAPE_TPOT = 0.60, 0.45
+GATE_MAPE_TTFT, GATE_MAPE_TPOT = 0.53, 0.33
 """CI gate: silicon MAPE on a fixed 60-row sample (seed 7) of the held-out rows may not regress past
-these; reached 0.48 / 0.30 (the issue's targets, 0.20 / 0.10 per partition, are not met yet)."""
+these, about a tenth above what it reached (0.485 / 0.293 on 58 predicted rows, 2026-12-02); the issue's
+targets, 0.20 / 0.10 per partition, are judged by the report (`TARGETS` in gpusim/validate/silicon.py)."""
 
 
 def test_fit_surrogate_recovers_known_constants() -> None:
