@@ -193,6 +193,31 @@ def test_moe_decode_reads_only_hit_experts() -> None:
     assert many == pytest.approx(LAYERS * (hit * expert_bytes + activations) / (1e12 * 0.5))
 
 
+def test_a_prompt_stays_on_its_attention_dp_rank() -> None:
+    """Under attention DP a lone 4,096-token prefill runs its projections whole on one rank; eight or more
+    prompts spread them evenly (the split the old model assumed for any step). Routed experts see every token
+    either way, and without attention DP nothing depends on how many prompts share the step."""
+    model = moe_model()
+
+    def by_op(dep: Deployment, seqs: int) -> dict[str, float]:
+        cm = StepCostModel(hardware(), model, dep, software())
+        tokens = 4096
+        chunk = tokens / seqs
+        b = BatchShape(prefill_tokens=tokens, prefill_attn_pairs=seqs * chunk * (chunk + 1) / 2, prefill_seqs=seqs)
+        return cm.breakdown(b).by_op
+
+    dep = Deployment(tp=8, ep=8, attention_dp=True)
+    one, eight, sixteen = (by_op(dep, s) for s in (1, 8, 16))
+    projections = LAYERS * 2 * 4096 * (4 * H * H) / (200e12 * 0.5 * 4096 / (4096 + 10))  # fp8 math, eff(m)
+    assert one["qkv_proj"] + one["o_proj"] == pytest.approx(projections, rel=0.02)
+    assert one["qkv_proj"] > 6 * eight["qkv_proj"]
+    assert eight["qkv_proj"] == pytest.approx(sixteen["qkv_proj"])
+    assert one["ep_dispatch"] > eight["ep_dispatch"]
+    assert one["moe_experts"] == pytest.approx(eight["moe_experts"])
+    tp = Deployment(tp=8, ep=8)
+    assert by_op(tp, 1)["qkv_proj"] == pytest.approx(by_op(tp, 8)["qkv_proj"])
+
+
 # ---- collectives -----------------------------------------------------------------------------
 def test_ring_allreduce_by_hand() -> None:
     assert allreduce_time(1e6, 4, 1e11, 1e-6) == pytest.approx(2 * 3 / 4 * 1e6 / 1e11 + 2 * 3 * 1e-6)

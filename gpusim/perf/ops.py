@@ -102,6 +102,8 @@ class MoEOp:
     inter_local: float
     """Expert intermediate size on this GPU (intermediate · ep / tp): sets the grouped GEMMs' efficiency."""
     kernels: int = 2
+    split: int = 1
+    """Routed experts see every token of the step (never split over attention-DP ranks)."""
 
     def hit_fraction(self, t: int) -> float:
         """Expected fraction of experts hit by t tokens routed top-k of E uniformly: 1 − (1 − k/E)^t."""

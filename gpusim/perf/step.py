@@ -25,17 +25,21 @@ shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in 
 Pipeline parallelism: the stages run one after another for one batch (the step is the sum of the
 stages plus pp − 1 activation transfers); micro-batch pipelining across steps is not modelled yet.
 Attention DP: sequences are split evenly over the tp ranks and the step waits for the busiest
-(ceil(seqs / tp) of them, at the mean context). Communication is not overlapped with compute.
+(ceil(seqs / tp) of them, at the mean context). A prompt stays on its sequence's rank: the ops split over
+the ranks (attention projections, router, dispatch) see the busiest rank's prefill tokens, ceil(s / dp)
+of the step's s prefill sequences at the mean chunk, so a lone prefill runs whole on one rank while the
+others wait (with s ≥ dp, as in an even split). Communication is not overlapped with compute.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
-from gpusim.perf.ops import CommOp, ModelOps, MoEOp, build_ops, ceil_div
+from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops, ceil_div
 from gpusim.perf.roofline import gemm_efficiency, op_time
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
@@ -118,6 +122,9 @@ class StepCostModel:
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}
+        """Seconds of the ops that see every token of the step, per token count T."""
+        self._rank_cache: dict[int, float] = {}
+        """Seconds of the ops split over attention-DP ranks, per token count of the busiest rank."""
 
         # LM head, closed form in rows R: compute = f·R / (P·eff(R)) = f·(R + m_half) / (P·eff_max).
         lm = self.ops.lm_head
@@ -194,27 +201,51 @@ class StepCostModel:
         return c.count * one
 
     # ---- the T-dependent part ---------------------------------------------------------------
-    def _token_items(self, t: int) -> list[tuple[str, float, str, float]]:
-        """(name, seconds without launches, bound, launch seconds) of every T-dependent op."""
+    @staticmethod
+    def _op_tokens(op: GemmOp | MoEOp | CommOp, t: int, rank_t: int | None) -> int:
+        """The step size `op` is evaluated at: T, or for an op split over attention-DP ranks the count whose
+        even split is the busiest rank's `rank_t` tokens (default: an even split of T)."""
+        return t if op.split == 1 or rank_t is None else rank_t * op.split
+
+    def _token_items(self, t: int, rank_t: int | None = None) -> list[tuple[str, float, str, float]]:
+        """(name, seconds without launches, bound, launch seconds) of every T-dependent op in a step of `t`
+        tokens whose busiest attention-DP rank holds `rank_t` of them (default: an even split)."""
         items = []
         for op in self.ops.token_ops:
+            n = self._op_tokens(op, t, rank_t)
             moe = isinstance(op, MoEOp)
             eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
-            eff_c = gemm_efficiency(op.gemm_m(t), eff_max, self._m_half) or 1.0
+            eff_c = gemm_efficiency(op.gemm_m(n), eff_max, self._m_half) or 1.0
             peak = self.hardware.peak_flops(op.dtype)
             bw = self._bw if moe or not op.flops_per_token else self._gemm_bw[op.dtype]
-            sec, bound = op_time(op.flops(t), op.bytes(t), peak, bw, eff_c, 1.0)
+            sec, bound = op_time(op.flops(n), op.bytes(n), peak, bw, eff_c, 1.0)
             fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
             items.append((op.name, op.count * sec, bound, op.count * op.kernels * fixed))
         for c in self.ops.comm_ops:
             fixed = c.count * self._coll_launch if c.kind != "alltoall" else 0.0
-            items.append((c.name, self._comm_time(c, t), "communication", fixed))
+            items.append((c.name, self._comm_time(c, self._op_tokens(c, t, rank_t)), "communication", fixed))
         return items
 
-    def _fill(self, t: int) -> float:
-        s = sum(sec + launch for _, sec, _, launch in self._token_items(t))
-        self._cache[t] = s
-        return s
+    def _tokens_time(self, t: int, rank_t: int) -> float:
+        """Seconds of the T-dependent ops: those that see all `t` tokens plus those split over attention-DP
+        ranks at the busiest rank's `rank_t` (each part cached per its own count)."""
+        shared, split = self._cache.get(t), self._rank_cache.get(rank_t)
+        if shared is None or split is None:
+            ops = (*self.ops.token_ops, *self.ops.comm_ops)  # the order of `_token_items`
+            times = [(op.split > 1, sec + launch) for op, (_, sec, _, launch)
+                     in zip(ops, self._token_items(t, rank_t), strict=True)]
+            shared = sum(x for is_split, x in times if not is_split)
+            split = sum(x for is_split, x in times if is_split)
+            self._cache[t], self._rank_cache[rank_t] = shared, split
+        return shared + split
+
+    def _rank_tokens(self, b: BatchShape, t: int) -> int:
+        """Tokens on the busiest attention-DP rank: an even share of the decode rows, and ceil(s / dp) of the
+        step's s prefill sequences at the mean chunk (a prompt is not split across ranks)."""
+        if self._dp == 1:
+            return t
+        prefill = self._busiest(b.prefill_tokens, b.prefill_seqs or self._dp)
+        return max(1, math.ceil(prefill + b.decode_seqs * self._verify / self._dp - 1e-9))
 
     # ---- the interface ----------------------------------------------------------------------
     def step_time(self, b: BatchShape) -> float:
@@ -222,10 +253,7 @@ class StepCostModel:
         t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return 0.0
-        s = self._cache.get(t)
-        if s is None:
-            s = self._fill(t)
-        s += self._step_overhead
+        s = self._tokens_time(t, self._rank_tokens(b, t)) + self._step_overhead
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
             s += self._lm_head(r)[0] + self._lm_launch
@@ -251,7 +279,7 @@ class StepCostModel:
 
     def _draft(self, seqs: int) -> float:
         """MTP drafting: `depth` sequential passes of one layer and the LM head over the decode rows."""
-        layer = (self._cache.get(seqs) or self._fill(seqs)) / self._layers
+        layer = self._tokens_time(seqs, -(-seqs // self._dp)) / self._layers
         return self._depth * (layer + self._lm_head(seqs)[0] + self._lm_launch)
 
     def _prefill_attention(self, b: BatchShape) -> float:
@@ -304,7 +332,7 @@ class StepCostModel:
         parts = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
         by_op: dict[str, float] = {}
         launches = 0.0
-        items = self._token_items(t)
+        items = self._token_items(t, self._rank_tokens(b, t))
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
             items.append(("lm_head", *self._lm_head(r), self._lm_launch))
