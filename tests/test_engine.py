@@ -172,6 +172,36 @@ def test_context_gates_fast_forward_matches_stepping(monkeypatch, gate):
     assert fast.first_token_s.mean() > simulate(wl, instances=2, **ungated).records.first_token_s.mean()
 
 
+def test_gates_do_not_sum_a_long_queue():
+    """Batch waiting reads queued prompts only until they fill its share of the budget; the attention-DP
+    balance never reads them (an Offline queue holds thousands of requests, read every iteration)."""
+    import itertools
+
+    from gpusim.sim.gate import AdpBalanceGate, BatchWaitGate
+
+    def unreadable():
+        raise AssertionError("read")
+        yield 0
+
+    wait = BatchWaitGate(BatchWait(timeout_iters=20, max_tokens_ratio=0.5), max_num_tokens=1000)
+    assert wait.release(10**9, itertools.repeat(100), [1, 1])  # endless queue: 500 tokens reached after 5
+    assert not wait.release(2, iter([100, 100]), [1, 1])
+    balance = AdpBalanceGate(AdpBalance(timeout_iters=30), rank_cap=8)
+    assert not balance.release(1, unreadable(), [2, 2])
+
+
+def test_held_iterations_run_as_spans_and_count_towards_the_timeout():
+    from gpusim.sim.gate import AdpBalanceGate
+
+    gate = AdpBalanceGate(AdpBalance(timeout_iters=10, batching_wait_iters=3), rank_cap=8)
+    assert not gate.release(1, iter(()), [2, 2]) and gate.holds_left() == 8  # 1 of 10 counted
+    gate.hold(8)
+    assert gate.release(1, iter(()), [2, 2])  # the tenth iteration releases
+    assert not gate.release(2, iter(()), [2, 2]) and gate.holds_left() == 2  # every rank has one: 3 to batch
+    gate.hold(2)
+    assert gate.release(2, iter(()), [2, 2])
+
+
 def test_fast_forward_saves_cost_model_calls():
     wl = poisson(200, qps=5, seed=3, osl=(200, 400))
     c = simulate(wl)

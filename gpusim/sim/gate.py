@@ -12,11 +12,15 @@ counter of scheduler iterations:
 - batch waiting, without attention DP (`batch_wait_timeout_iters`, `batch_wait_max_tokens_ratio`):
   while generation runs, context requests wait until they and the generation tokens fill
   `ratio` × `max_num_tokens`, or the wait reaches `timeout_iters` iterations.
+
+After an iteration that held, `holds_left` says how many more iterations would hold while nothing changes
+(no arrival, no sequence joining or leaving), so the engine can run them as one pure-decode span and
+count them with `hold`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gpusim.specs.deployment import AdpBalance, BatchWait, Deployment
 
@@ -24,20 +28,23 @@ from gpusim.specs.deployment import AdpBalance, BatchWait, Deployment
 class AdpBalanceGate:
     """Attention-DP balance: run context requests when every rank has one, or at the timeout."""
 
-    __slots__ = ("batched", "batching_wait", "count", "rank_cap", "timeout")
+    __slots__ = ("batched", "batching", "batching_wait", "count", "rank_cap", "timeout")
 
     def __init__(self, cfg: AdpBalance, rank_cap: int) -> None:
         self.timeout, self.batching_wait, self.rank_cap = cfg.timeout_iters, cfg.batching_wait_iters, rank_cap
         self.count = self.batched = 0
+        self.batching = False
+        """The last held iteration waited out `batching_wait_iters` (else it counted towards the timeout)."""
 
-    def release(self, queued: int, queued_tokens: int, rank_seqs: Sequence[int]) -> bool:
-        """One scheduler iteration with `queued` context requests (`rank_seqs`: generating sequences per
-        rank): whether they run now."""
+    def release(self, queued: int, queued_tokens: Iterable[int], rank_seqs: Sequence[int]) -> bool:
+        """One scheduler iteration with `queued` context requests (`queued_tokens`: each one's prompt tokens
+        left, not read here; `rank_seqs`: generating sequences per rank): whether they run now."""
         every_rank_generates = min(rank_seqs) > 0
         if queued >= _to_reach_every_rank(rank_seqs) and max(rank_seqs) < self.rank_cap:
             self.count = 0
             if every_rank_generates and self.batched < self.batching_wait:
                 self.batched += 1
+                self.batching = True
                 return False
             self.batched = 0
             return True
@@ -45,7 +52,19 @@ class AdpBalanceGate:
         if self.count >= self.timeout or not every_rank_generates:
             self.count = 0
             return True
+        self.batching = False
         return False
+
+    def holds_left(self) -> int:
+        """After a held iteration: how many more would hold with the same queue and ranks."""
+        return self.batching_wait - self.batched if self.batching else self.timeout - self.count - 1
+
+    def hold(self, iterations: int) -> None:
+        """Count `iterations` more held iterations (at most `holds_left`)."""
+        if self.batching:
+            self.batched += iterations
+        else:
+            self.count += iterations
 
     def idle(self, steps: int, rank_seqs: Sequence[int]) -> None:
         """`steps` iterations with nothing queued: the timeout counter still runs (and wraps)."""
@@ -61,14 +80,24 @@ class BatchWaitGate:
         self.timeout, self.threshold = cfg.timeout_iters, cfg.max_tokens_ratio * max_num_tokens
         self.count = 0
 
-    def release(self, queued: int, queued_tokens: int, rank_seqs: Sequence[int]) -> bool:
-        if not sum(rank_seqs):  # nothing generating: no reason to wait
+    def release(self, queued: int, queued_tokens: Iterable[int], rank_seqs: Sequence[int]) -> bool:
+        """`queued_tokens` is read only until the threshold is reached (a long queue is not summed)."""
+        generating = sum(rank_seqs)
+        if not generating:  # nothing generating: no reason to wait
             return True
-        if self.count >= self.timeout or queued_tokens + sum(rank_seqs) >= self.threshold:
+        if self.count >= self.timeout or _reaches(generating, queued_tokens, self.threshold):
             self.count = 0
             return True
         self.count += 1
         return False
+
+    def holds_left(self) -> int:
+        """After a held iteration: how many more would hold with the same queue and generation."""
+        return self.timeout - self.count
+
+    def hold(self, iterations: int) -> None:
+        """Count `iterations` more held iterations (at most `holds_left`)."""
+        self.count += iterations
 
     def idle(self, steps: int, rank_seqs: Sequence[int]) -> None:
         """Iterations with nothing queued do not count."""
@@ -84,6 +113,16 @@ def make_gate(dep: Deployment, ranks: int) -> ContextGate | None:
     if dep.batch_wait is not None and ranks == 1:
         return BatchWaitGate(dep.batch_wait, dep.max_num_tokens)
     return None
+
+
+def _reaches(start: float, items: Iterable[int], threshold: float) -> bool:
+    """Whether `start` plus the `items` reaches `threshold`, reading no more items than it takes."""
+    total = start
+    for x in items:
+        if total >= threshold:
+            return True
+        total += x
+    return total >= threshold
 
 
 def _to_reach_every_rank(rank_seqs: Sequence[int]) -> int:

@@ -12,8 +12,8 @@ Roles: an `aggregated` instance prefills and decodes; a `prefill` instance hands
 (`submit_prefilled`). With MTP a decode step emits `rate` = 1 + a1 + a1·a2 + … tokens per sequence
 (the expected accepted length). With `scheduler_recv_interval` > 1 (SGLang's) new requests wait in a
 `RequestPoller` until the scheduler's next read, and pure-decode spans end at each read. With TensorRT-LLM's
-`adp_balance` or `batch_wait` a `ContextGate` may hold queued requests back an iteration at a time; those
-iterations run one step each.
+`adp_balance` or `batch_wait` a `ContextGate` may hold queued requests back; iterations it holds with
+nothing else changing run as one pure-decode span too, which an arrival interrupts.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class Instance:
             self._make_room()
             self._admit_arrived()
             chunks, pairs = self._schedule_prefill()
-            if chunks or not self.decoding or not self.fast_forward or self._held:
+            if chunks or not self.decoding or not self.fast_forward:
                 if not chunks and not self.decoding:
                     req = (self.waiting or self.arrived)[0]
                     raise InputError(
@@ -187,11 +187,14 @@ class Instance:
         n = max(1, min(self._next_finish() - self.step, int(self.kv.free // (b * self.rate))))
         if self.poller is not None:
             n = min(n, self.poller.steps_to_read())
+        if self._held:
+            n = min(n, 1 + self.gate.holds_left())
         t0 = self.cost.step_time(self._shape())
         # contexts only grow within a span, so its steps never get shorter (guards a cost model with noise)
         slope = max(0.0, self.cost.step_time(self._shape(ahead=1)) - t0) if n > 1 else 0.0
         total = _span(n, t0, slope)
-        can_admit = not self.waiting and not self.arrived and b + len(self.prefilling) < self.max_batch
+        # an arrival could join (or, with the gate holding the queue, change what the gate decides)
+        can_admit = (self._held or not (self.waiting or self.arrived)) and b + len(self.prefilling) < self.max_batch
         if n == 1 or not can_admit:
             yield env.timeout(total)
             done = n
@@ -208,8 +211,11 @@ class Instance:
         self.busy_s += _span(done, t0, slope)
         if self.poller is not None:
             self.poller.ran(done, prefill=False)
-        if self.gate is not None:  # this iteration's gate call was `_schedule_prefill`'s; the rest idle
-            self.gate.idle(done - 1, self._rank_seqs())
+        if self.gate is not None:  # this iteration's gate call was `_schedule_prefill`'s; the rest held or idle
+            if self._held:
+                self.gate.hold(done - 1)
+            else:
+                self.gate.idle(done - 1, self._rank_seqs())
         self._advance(done)
 
     # ---- scheduling -------------------------------------------------------------------------
@@ -272,7 +278,7 @@ class Instance:
         if not self.waiting:
             self.gate.idle(1, self._rank_seqs())
             return False
-        queued_tokens = sum(r.prefill_target - r.computed for r in self.waiting)
+        queued_tokens = (r.prefill_target - r.computed for r in self.waiting)  # read lazily: queues run long
         return not self.gate.release(len(self.waiting), queued_tokens, self._rank_seqs())
 
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:
