@@ -42,6 +42,7 @@ from gpusim.specs.deployment import MTP, Deployment, Parallelism
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
+from gpusim.specs.software import load_software
 
 Log = Callable[[str], None]
 GROWTH = 1.25
@@ -324,6 +325,17 @@ def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
                                  mode="disaggregated", prefill=prefill, decode=decode)
 
 
+def as_submitted(dep: Deployment, software: str) -> Deployment:
+    """`dep` run with `software`, and with the attention-DP balance that software offers where any of its
+    pools runs attention DP (submitters enable it: NVIDIA's v6 DeepSeek-R1 entries run attention DP with
+    load balancing)."""
+    offer = load_software(software).adp_balance
+    update: dict = {"software": software}
+    if offer is not None and dep.adp_balance is None and any(d.attention_dp and d.tp > 1 for _, d in roles(dep)):
+        update["adp_balance"] = offer.config()
+    return dep.model_copy(update=update)
+
+
 def _layout(dep: Deployment) -> tuple:
     return dep.weights, dep.tp, dep.pp, dep.ep, dep.attention_dp, dep.mode, dep.prefill, dep.decode, dep.mtp
 
@@ -353,7 +365,7 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
     on at most `gpus` GPUs (`candidate_deployments`); candidates run with `base`'s software profile."""
     est: list[Ranked] = []
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
-        dep = dep.model_copy(update={"software": base.deployment.software})
+        dep = as_submitted(dep, base.deployment.software)
         s = base.with_deployment(dep, dep.name)
         q = expected_qps(s, scenario, seed)
         if q > 0:

@@ -155,6 +155,7 @@ def test_derived_generation_scales_kernels_and_keeps_other_overrides(tmp_path) -
     for fixed in ("attention_kernel_us", "attention_prefill_kernel_us", "step_overhead_us"):
         assert bw.value(fixed) == pytest.approx(newer.for_architecture("blackwell").value(fixed) * 2, rel=1e-3)
     assert old.overrides["blackwell"]["moe_efficiency_fp4"].source == "table fit"
+    assert newer.adp_balance is not None and old.adp_balance is None  # a later generation's serving feature
 
 
 def test_generation_ratio_pairs_two_spellings_of_one_gpu(tmp_path) -> None:

@@ -7,6 +7,7 @@ import pytest
 from gpusim.build import prepare
 from gpusim.search import (
     _layout,
+    as_submitted,
     candidate_deployments,
     find_peak_qps,
     latency_bound_qps,
@@ -110,6 +111,24 @@ def test_search_candidates_run_with_the_starting_software_profile():
     base = SMALL.with_deployment(SMALL.deployment.model_copy(update={"software": "vllm"}))
     sr = search_deployments(base, "offline", duration_s=10.0, screen=1)
     assert {r.setup.deployment.software for r in sr.ranked} == {"vllm"}
+
+
+def test_searched_attention_dp_runs_with_the_balance_its_software_offers():
+    """trtllm (the v6 generation) offers attention-DP balancing and the search switches it on wherever a pool
+    runs attention DP; the v5.1 generation and vLLM offer none; a deployment's own setting is kept."""
+    from gpusim.specs.deployment import AdpBalance, Deployment, Parallelism
+
+    adp = Deployment(tp=8, ep=8, attention_dp=True)
+    offer = as_submitted(adp, "trtllm").adp_balance
+    assert offer is not None and (offer.timeout_iters, offer.batching_wait_iters) == (60, 0)
+    assert as_submitted(Deployment(tp=8, ep=8), "trtllm").adp_balance is None
+    assert as_submitted(adp, "trtllm-v5.1").adp_balance is None
+    assert as_submitted(adp, "vllm").adp_balance is None
+    own = AdpBalance(timeout_iters=5)
+    assert as_submitted(adp.model_copy(update={"adp_balance": own}), "trtllm").adp_balance == own
+    disagg = Deployment(mode="disaggregated", prefill=Parallelism(tp=4, ep=4, attention_dp=True),
+                        decode=Parallelism(tp=8, ep=8, attention_dp=True))
+    assert as_submitted(disagg, "trtllm").adp_balance is not None
 
 
 def test_offline_contenders_are_ranked_by_the_full_run_they_report():

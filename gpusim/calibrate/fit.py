@@ -358,6 +358,12 @@ GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "attention_pref
                         "host_seq_us")
 
 
+NEWER_FEATURES = ("adp_balance",)
+"""Serving features of the newest generation that a derived older one lacks: NVIDIA credits v6.0's DeepSeek-R1
+gains on the same GB300 NVL72 to "optimized attention data parallel processing, and better load balancing
+across ranks" (its v6.0 results post), so the v5.1 generation runs attention DP without the balance."""
+
+
 def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
     """Per-GPU Offline throughput of newer rounds over `old_round` on the same GPU (mapped to its hardware
     profile, so submitters' spellings of one part match) and benchmark (the best newer result; the
@@ -398,7 +404,8 @@ def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round
                       **scaled(newer.for_architecture(a))} for a in archs}  # other overrides kept as they are
     data = f"{mlperf.name}: Offline per-GPU ratio newest round / {old_round} = {ratio:.3f} ({pairs})"
     block = calibration_block(command, data, {"speed_ratio": ratio}, {})
-    base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)"})
+    base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)",
+                                    **dict.fromkeys(NEWER_FEATURES)})
     write_profile(name, base, arch_values, {}, block, path)
     return block
 

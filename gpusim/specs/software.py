@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpusim.specs.deployment import AdpBalance
 from gpusim.specs.loading import ROOT, catalog, load_named
 from gpusim.specs.sourced import Grade, Sourced
 
@@ -96,6 +97,17 @@ class KvMemory(BaseModel):
     """The engine's default."""
     source: str = "TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9"
     grade: Grade = "B"
+
+
+class OfferedAdpBalance(AdpBalance):
+    """The attention-DP balance a software generation offers, as its MLPerf submissions configure it."""
+
+    source: str
+    grade: Grade
+
+    def config(self) -> AdpBalance:
+        """The deployment's `adp_balance` that runs it."""
+        return AdpBalance(timeout_iters=self.timeout_iters, batching_wait_iters=self.batching_wait_iters)
 
 
 class SoftwareProfile(BaseModel):
@@ -199,6 +211,10 @@ class SoftwareProfile(BaseModel):
     seqs · host_seq_us to the step (busiest attention-DP rank)."""
     kv_memory: KvMemory = KvMemory()
     """How the engine sizes its KV cache pool (TensorRT-LLM's rule unless the profile says otherwise)."""
+    adp_balance: OfferedAdpBalance | None = None
+    """The attention-DP balance this generation offers. The deployment search runs its attention-DP
+    candidates with it, as submitters do; elsewhere a deployment's own `adp_balance` runs (the engines'
+    default: none). Absent: the generation has none."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
@@ -278,4 +294,5 @@ def load_software(name: str) -> SoftwareProfile:
     return load_named(SoftwareProfile, SOFTWARE, name, "software")
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "SoftwareProfile", "load_software", "software_names"]
+__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
+           "software_names"]
