@@ -325,15 +325,14 @@ def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
                                  mode="disaggregated", prefill=prefill, decode=decode)
 
 
-def as_submitted(dep: Deployment, software: str) -> Deployment:
-    """`dep` run with `software`, and with the attention-DP balance that software offers where any of its
-    pools runs attention DP (submitters enable it: NVIDIA's v6 DeepSeek-R1 entries run attention DP with
-    load balancing)."""
-    offer = load_software(software).adp_balance
-    update: dict = {"software": software}
-    if offer is not None and dep.adp_balance is None and any(d.attention_dp and d.tp > 1 for _, d in roles(dep)):
-        update["adp_balance"] = offer.config()
-    return dep.model_copy(update=update)
+def balanced(dep: Deployment) -> Deployment | None:
+    """`dep` with the attention-DP balance its software offers, where a pool runs attention DP and `dep` sets
+    none (NVIDIA's v6 DeepSeek-R1 entries run attention DP with load balancing); None otherwise. It fills
+    prefill steps on every rank at once, and holds new requests back to do so: the search runs both."""
+    offer = load_software(dep.software).adp_balance
+    if offer is None or dep.adp_balance is not None or not any(d.attention_dp and d.tp > 1 for _, d in roles(dep)):
+        return None
+    return dep.model_copy(update={"adp_balance": offer.config(), "name": dep.name + "-balance"})
 
 
 def _layout(dep: Deployment) -> tuple:
@@ -365,7 +364,7 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
     on at most `gpus` GPUs (`candidate_deployments`); candidates run with `base`'s software profile."""
     est: list[Ranked] = []
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
-        dep = as_submitted(dep, base.deployment.software)
+        dep = dep.model_copy(update={"software": base.deployment.software})
         s = base.with_deployment(dep, dep.name)
         q = expected_qps(s, scenario, seed)
         if q > 0:
@@ -384,6 +383,9 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
     if _within(base, gpus) and all(r.setup.deployment != base.deployment for r in shortlist):
         # the starting deployment is always a contender (when it keeps to the GPU budget)
         shortlist.append(Ranked(base, expected_qps(base, scenario, seed)))
+    # a submitter tries the attention-DP balance where the software offers it, and keeps what serves more
+    shortlist += [Ranked(r.setup.with_deployment(d, d.name), r.estimate_qps) for r in list(shortlist)
+                  if (d := balanced(r.setup.deployment)) is not None]
     log(f"search: {len(est)} deployments fit; simulating the top {len(shortlist)} (with the given one)")
     full = duration_s or base.bench.min_duration_s
     if scenario in rules.SERVER_LIKE:

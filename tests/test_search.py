@@ -7,7 +7,7 @@ import pytest
 from gpusim.build import prepare
 from gpusim.search import (
     _layout,
-    as_submitted,
+    balanced,
     candidate_deployments,
     find_peak_qps,
     latency_bound_qps,
@@ -113,22 +113,30 @@ def test_search_candidates_run_with_the_starting_software_profile():
     assert {r.setup.deployment.software for r in sr.ranked} == {"vllm"}
 
 
-def test_searched_attention_dp_runs_with_the_balance_its_software_offers():
-    """trtllm (the v6 generation) offers attention-DP balancing and the search switches it on wherever a pool
-    runs attention DP; the v5.1 generation and vLLM offer none; a deployment's own setting is kept."""
+def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_offers():
+    """trtllm (the v6 generation) offers attention-DP balancing, for any pool that runs attention DP; the v5.1
+    generation and vLLM offer none; a deployment's own setting is kept."""
     from gpusim.specs.deployment import AdpBalance, Deployment, Parallelism
 
-    adp = Deployment(tp=8, ep=8, attention_dp=True)
-    offer = as_submitted(adp, "trtllm").adp_balance
-    assert offer is not None and (offer.timeout_iters, offer.batching_wait_iters) == (60, 0)
-    assert as_submitted(Deployment(tp=8, ep=8), "trtllm").adp_balance is None
-    assert as_submitted(adp, "trtllm-v5.1").adp_balance is None
-    assert as_submitted(adp, "vllm").adp_balance is None
-    own = AdpBalance(timeout_iters=5)
-    assert as_submitted(adp.model_copy(update={"adp_balance": own}), "trtllm").adp_balance == own
+    adp = Deployment(tp=8, ep=8, attention_dp=True, name="dep8")
+    offer = balanced(adp)
+    assert offer is not None and offer.name == "dep8-balance"
+    assert (offer.adp_balance.timeout_iters, offer.adp_balance.batching_wait_iters) == (60, 0)
+    assert balanced(Deployment(tp=8, ep=8)) is None
+    assert balanced(adp.model_copy(update={"software": "trtllm-v5.1"})) is None
+    assert balanced(adp.model_copy(update={"software": "vllm"})) is None
+    assert balanced(adp.model_copy(update={"adp_balance": AdpBalance(timeout_iters=5)})) is None
     disagg = Deployment(mode="disaggregated", prefill=Parallelism(tp=4, ep=4, attention_dp=True),
                         decode=Parallelism(tp=8, ep=8, attention_dp=True))
-    assert as_submitted(disagg, "trtllm").adp_balance is not None
+    assert balanced(disagg) is not None
+
+
+def test_the_search_runs_attention_dp_contenders_with_and_without_the_balance():
+    setup = prepare("b200-hgx", "deepseek-r1")
+    sr = search_deployments(setup, "offline", duration_s=60.0, screen=1)
+    names = [r.setup.deployment.name for r in sr.ranked]
+    assert any(n.endswith("-balance") for n in names)
+    assert {n.removesuffix("-balance") for n in names if n.endswith("-balance")} <= set(names)
 
 
 def test_offline_contenders_are_ranked_by_the_full_run_they_report():
