@@ -131,12 +131,14 @@ def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_
     assert balanced(disagg) is not None
 
 
-def test_the_search_runs_attention_dp_contenders_with_and_without_the_balance():
+def test_the_offline_search_runs_attention_dp_contenders_with_and_without_the_balance():
     setup = prepare("b200-hgx", "deepseek-r1")
     sr = search_deployments(setup, "offline", duration_s=60.0, screen=1)
     names = [r.setup.deployment.name for r in sr.ranked]
     assert any(n.endswith("-balance") for n in names)
     assert {n.removesuffix("-balance") for n in names if n.endswith("-balance")} <= set(names)
+    server = search_deployments(setup, "server", duration_s=60.0, screen=1, rel_tol=0.2)
+    assert not any(r.setup.deployment.name.endswith("-balance") for r in server.ranked)
 
 
 def test_offline_contenders_are_ranked_by_the_full_run_they_report():
