@@ -154,6 +154,9 @@ class StepCostModel:
         self._state_s = a.linear_layers * a.linear_state_bytes / bw_attn
 
         self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
+        token_ops = (*self.ops.token_ops, *self.ops.comm_ops)
+        self._shared_ops = tuple(op for op in token_ops if op.split == 1)
+        self._split_ops = tuple(op for op in token_ops if op.split > 1)
 
         # MTP: each decode sequence verifies 1 + depth tokens; the draft module runs `depth` times.
         self._depth = deployment.mtp.depth if deployment.mtp else 0
@@ -207,36 +210,38 @@ class StepCostModel:
         even split is the busiest rank's `rank_t` tokens (default: an even split of T)."""
         return t if op.split == 1 or rank_t is None else rank_t * op.split
 
+    def _op_item(self, op: GemmOp | MoEOp | CommOp, n: int) -> tuple[str, float, str, float]:
+        """(name, seconds without launches, bound, launch seconds) of `op` evaluated at a step of `n` tokens."""
+        if isinstance(op, CommOp):
+            fixed = op.count * self._coll_launch if op.kind != "alltoall" else 0.0
+            return op.name, self._comm_time(op, n), "communication", fixed
+        moe = isinstance(op, MoEOp)
+        eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
+        eff_c = gemm_efficiency(op.gemm_m(n), eff_max, self._m_half) or 1.0
+        peak = self.hardware.peak_flops(op.dtype)
+        bw = self._bw if moe or not op.flops_per_token else self._gemm_bw[op.dtype]
+        sec, bound = op_time(op.flops(n), op.bytes(n), peak, bw, eff_c, 1.0)
+        fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
+        return op.name, op.count * sec, bound, op.count * op.kernels * fixed
+
     def _token_items(self, t: int, rank_t: int | None = None) -> list[tuple[str, float, str, float]]:
-        """(name, seconds without launches, bound, launch seconds) of every T-dependent op in a step of `t`
-        tokens whose busiest attention-DP rank holds `rank_t` of them (default: an even split)."""
-        items = []
-        for op in self.ops.token_ops:
-            n = self._op_tokens(op, t, rank_t)
-            moe = isinstance(op, MoEOp)
-            eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
-            eff_c = gemm_efficiency(op.gemm_m(n), eff_max, self._m_half) or 1.0
-            peak = self.hardware.peak_flops(op.dtype)
-            bw = self._bw if moe or not op.flops_per_token else self._gemm_bw[op.dtype]
-            sec, bound = op_time(op.flops(n), op.bytes(n), peak, bw, eff_c, 1.0)
-            fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
-            items.append((op.name, op.count * sec, bound, op.count * op.kernels * fixed))
-        for c in self.ops.comm_ops:
-            fixed = c.count * self._coll_launch if c.kind != "alltoall" else 0.0
-            items.append((c.name, self._comm_time(c, self._op_tokens(c, t, rank_t)), "communication", fixed))
-        return items
+        """`_op_item` of every T-dependent op in a step of `t` tokens whose busiest attention-DP rank holds
+        `rank_t` of them (default: an even split)."""
+        return [self._op_item(op, self._op_tokens(op, t, rank_t)) for op in (*self.ops.token_ops, *self.ops.comm_ops)]
+
+    def _ops_seconds(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], n: int) -> float:
+        """Seconds, launches included, of `ops` each evaluated at `n` tokens times its split."""
+        return sum(sec + launch for _, sec, _, launch in (self._op_item(op, n * op.split) for op in ops))
 
     def _tokens_time(self, t: int, rank_t: int) -> float:
         """Seconds of the T-dependent ops: those that see all `t` tokens plus those split over attention-DP
         ranks at the busiest rank's `rank_t` (each part cached per its own count)."""
-        shared, split = self._cache.get(t), self._rank_cache.get(rank_t)
-        if shared is None or split is None:
-            ops = (*self.ops.token_ops, *self.ops.comm_ops)  # the order of `_token_items`
-            times = [(op.split > 1, sec + launch) for op, (_, sec, _, launch)
-                     in zip(ops, self._token_items(t, rank_t), strict=True)]
-            shared = sum(x for is_split, x in times if not is_split)
-            split = sum(x for is_split, x in times if is_split)
-            self._cache[t], self._rank_cache[rank_t] = shared, split
+        shared = self._cache.get(t)
+        if shared is None:
+            shared = self._cache[t] = self._ops_seconds(self._shared_ops, t)
+        split = self._rank_cache.get(rank_t)
+        if split is None:
+            split = self._rank_cache[rank_t] = self._ops_seconds(self._split_ops, rank_t)
         return shared + split
 
     def _rank_tokens(self, b: BatchShape, t: int) -> int:

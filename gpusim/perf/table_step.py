@@ -99,13 +99,10 @@ class TableStepCostModel(StepCostModel):
         return ceil_div(self.model.num_attention_heads, 1 if self.deployment.attention_dp else self.deployment.tp)
 
     # ---- the lookups ------------------------------------------------------------------------------------
-    def _token_items(self, t: int, rank_t: int | None = None) -> list[tuple[str, float, str, float]]:
-        items = []
-        ops = (*self.ops.token_ops, *self.ops.comm_ops)  # the order of the roofline's items
-        for op, (name, sec, bound, launch) in zip(ops, super()._token_items(t, rank_t), strict=True):
-            measured = self._measured(op, self._op_tokens(op, t, rank_t))
-            items.append((name, sec, bound, launch) if math.isnan(measured) else (name, measured, bound, 0.0))
-        return items
+    def _op_item(self, op: GemmOp | MoEOp | CommOp, n: int) -> tuple[str, float, str, float]:
+        name, sec, bound, launch = super()._op_item(op, n)
+        measured = self._measured(op, n)
+        return (name, sec, bound, launch) if math.isnan(measured) else (name, measured, bound, 0.0)
 
     def _measured(self, op: GemmOp | MoEOp | CommOp, t: int) -> float:
         """Seconds of `op` in a step of `t` tokens from its table; NaN without one."""
