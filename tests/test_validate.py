@@ -513,3 +513,13 @@ def test_aic_baseline_configurations_parse(tmp_path) -> None:
     want = {"model": "DeepSeek-R1", "system": "b200_sxm", "backend": "sglang", "mode": "agg", "aic_rows": 161,
             "aic_ttft": pytest.approx(0.687), "aic_tpot": pytest.approx(0.238)}
     assert got.to_dict("records") == [want]
+
+
+@pytest.mark.parametrize("kind", ["silicon", "mlperf"])
+@pytest.mark.parametrize(("text", "says"), [("", "cannot read a CSV"), ("a,b\n1,2\n", "missing columns")])
+def test_an_empty_or_column_short_csv_is_one_line_of_bad_input(tmp_path, capsys, kind, text, says) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text(text)
+    assert main(["validate", kind, str(path), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(path) in err and len(err.strip().splitlines()) == 1

@@ -22,8 +22,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pandas as pd
-
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.build import prepare
 from gpusim.deploy import default_deployment
@@ -37,6 +35,7 @@ from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import load_model
 from gpusim.specs.software import software_names
+from gpusim.validate.csvfile import read_checked_csv
 
 OLDEST_TRTLLM_ROUND = "v5.1"
 """Rounds up to this one run with `trtllm-v5.1`; later rounds with `trtllm` (TensorRT-LLM 1.2, v6.x)."""
@@ -104,14 +103,8 @@ def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, worke
                     timing: Timing = "roofline") -> dict:
     """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions); runs last
     `duration_s` (default: as long as submitters run, `SUBMISSION_DURATION_S`)."""
-    try:
-        table = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError) as exc:
-        raise InputError(str(path), "PATH", f"cannot read a CSV: {exc}") from None
     need = {"round", "accelerator", "num_accelerators", "benchmark", "scenario", "value", "unit"}
-    missing = sorted(need - set(table.columns))
-    if missing:
-        raise InputError(str(path), ", ".join(missing), "missing columns of a published-results CSV")
+    table = read_checked_csv(path, need, "a published-results CSV")
     mapped: list[tuple[dict, PublishedRow | None, str, str]] = []
     jobs: dict[tuple, tuple[PublishedRow, str, float | None, Timing]] = {}
     for r in table.to_dict("records"):

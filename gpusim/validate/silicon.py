@@ -59,6 +59,7 @@ from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
 from gpusim.specs.software import software_names
+from gpusim.validate.csvfile import read_checked_csv
 from gpusim.validate.errors import (
     error_stats,
     first_wave_weights,
@@ -574,14 +575,8 @@ def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: 
 
 def read_rows(path: Path) -> pd.DataFrame:
     """Every row of a silicon CSV, its columns checked."""
-    try:
-        rows = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError) as exc:
-        raise InputError(str(path), "PATH", f"cannot read a CSV: {exc}") from None
     need = {"id", "system", "model_path", "backend", "mode", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"}
-    missing = sorted(need - set(rows.columns))
-    if missing:
-        raise InputError(str(path), ", ".join(missing), "missing columns of a silicon sample")
+    rows = read_checked_csv(path, need, "a silicon sample")
     return rows
 
 
