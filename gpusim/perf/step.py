@@ -229,19 +229,22 @@ class StepCostModel:
         `rank_t` of them (default: an even split)."""
         return [self._op_item(op, self._op_tokens(op, t, rank_t)) for op in (*self.ops.token_ops, *self.ops.comm_ops)]
 
-    def _ops_seconds(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], n: int) -> float:
-        """Seconds, launches included, of `ops` each evaluated at `n` tokens times its split."""
-        return sum(sec + launch for _, sec, _, launch in (self._op_item(op, n * op.split) for op in ops))
+    def _ops_seconds(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], t: int, rank_t: int | None) -> float:
+        """Seconds, launches included, of `ops` in a step of `t` tokens, `rank_t` on the busiest rank."""
+        return sum(sec + launch for _, sec, _, launch in (self._op_item(op, self._op_tokens(op, t, rank_t))
+                                                          for op in ops))
 
     def _tokens_time(self, t: int, rank_t: int) -> float:
         """Seconds of the T-dependent ops: those that see all `t` tokens plus those split over attention-DP
         ranks at the busiest rank's `rank_t` (each part cached per its own count)."""
         shared = self._cache.get(t)
         if shared is None:
-            shared = self._cache[t] = self._ops_seconds(self._shared_ops, t)
+            shared = self._cache[t] = self._ops_seconds(self._shared_ops, t, None)
+        if not self._split_ops:
+            return shared
         split = self._rank_cache.get(rank_t)
         if split is None:
-            split = self._rank_cache[rank_t] = self._ops_seconds(self._split_ops, rank_t)
+            split = self._rank_cache[rank_t] = self._ops_seconds(self._split_ops, t, rank_t)
         return shared + split
 
     def _rank_tokens(self, b: BatchShape, t: int) -> int:

@@ -576,8 +576,7 @@ def read_sample(path: Path, sample: int | None = None, seed: int = 0, held_out: 
 def read_rows(path: Path) -> pd.DataFrame:
     """Every row of a silicon CSV, its columns checked."""
     need = {"id", "system", "model_path", "backend", "mode", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"}
-    rows = read_checked_csv(path, need, "a silicon sample")
-    return rows
+    return read_checked_csv(path, need, "a silicon sample")
 
 
 def select_rows(rows: pd.DataFrame, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
