@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.metrics import summarize
+from gpusim.analysis.metrics import SERVER_LIKE, summarize
+from gpusim.analysis.steady import started_share, steady_summary
 from gpusim.build import Setup, prepare
-from gpusim.loadgen import scenarios
+from gpusim.loadgen import rules, scenarios
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.table_step import TableStepCostModel
@@ -79,6 +80,8 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
                    "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
         "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
         **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
+        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances),
+        **conformance(records, setup, spec.scenario, len(workload)),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
         "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
@@ -90,6 +93,32 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
     }
     summary.update(energy_and_cost(summary, hw, stats))
     return _plain(summary)
+
+
+OVERLOADED_SHARE = 0.9
+"""A Server-like run is overloaded when its arrival rate exceeds the deployment's steady-state capacity (the
+cost model's rate at a full batch, `Setup.expected_qps`), or when fewer than this share of the requests that
+arrived in the second half of its arrivals got their first token by then (the queue grows without bound)."""
+
+
+def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int) -> dict:
+    """What a run can and cannot claim by LoadGen's rules: `conformant` (min duration and query count met,
+    the reasons when not), `latency_met` (the p99 limits, all a short run can judge), `valid` (the whole
+    verdict: never true for a run that is not conformant) and, for Server-like runs, whether the offered
+    load exceeds what the deployment serves (`overloaded`, with the measured `started_share` and the
+    analytic `capacity_qps_estimate`). Scenarios without MLPerf rules get None."""
+    if scenario not in ("offline", *SERVER_LIKE):
+        return {"conformant": None, "conformance_reasons": []}
+    checks = rules.check(records, setup.bench, scenario, issued)
+    reasons = [r for r in checks.reasons if r.startswith(("min duration", "min queries"))]
+    out: dict = {"conformant": not reasons, "conformance_reasons": reasons}
+    if scenario in SERVER_LIKE:
+        share, capacity = started_share(records, scenario), setup.expected_qps()
+        offered = (len(records) - 1) / float(records["scheduled_s"].max()) if len(records) > 1 else 0.0
+        out.update(latency_met=checks.perf_constraints_met, valid=checks.valid,
+                   invalid_reason=checks.reason, started_share=share, capacity_qps_estimate=capacity,
+                   overloaded=(share is not None and share < OVERLOADED_SHARE) or offered > capacity)
+    return out
 
 
 def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:

@@ -90,15 +90,28 @@ def _format_summary(s: dict) -> str:
         f"KV {dep['kv_cache']}, {s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
-        f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU",
+        f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
+        f"(LoadGen's, to the {'last-scheduled query' if s['scenario'] in ('server', 'interactive') else 'last'} "
+        "completion)",
         f"TTFT        p50 {_ms(s['ttft_p50_s'])}  p99 {_ms(s['ttft_p99_s'])}",
         f"TPOT        p50 {_ms(s['tpot_p50_s'])}  p99 {_ms(s['tpot_p99_s'])}",
     ]
     for role, sources in s["kernel_sources"].items():
         table = [op for op, src in sources.items() if src == "table"]
         lines.append(f"timing      {role}: measured tables for {', '.join(table) or 'no op'}; roofline for the rest")
+    if s.get("steady_output_tokens_per_s") is not None:
+        a, b = s["steady_window_s"]
+        lines.append(f"steady      {s['steady_output_tokens_per_s']:,.0f} tokens/s, "
+                     f"{s['steady_output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU over {a:,.0f}-{b:,.0f} s "
+                     "(after the warm-up, before the drain)")
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
+    if s.get("conformant") is False:
+        lines.append(f"conformance not an MLPerf-conformant run ({'; '.join(s['conformance_reasons'])}): "
+                     "`gpusim mlperf` runs the conformant test")
+    if s.get("overloaded"):
+        lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "
+                     f"(steady-state estimate); {s['started_share']:.0%} of the late arrivals started by the end")
     return "\n".join(lines)
 
 
