@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from gpusim.commands import add_timing
@@ -26,9 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
     r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
-    r.add_argument("--deployment", help="deployment YAML (default: chosen for the hardware and model)")
+    r.add_argument("--deployment", help="deployment YAML (what it leaves out comes from the default), `default` "
+                   "(the searched default for the hardware, model and scenario) or `best` (searched now, cached)")
+    r.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="with --deployment best: search contenders simulated at once (default: the CPU count)")
     r.add_argument("--duration", dest="duration_s", type=float,
-                   help="seconds of arrivals (server); the min duration an Offline run is sized for (default 600)")
+                   help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for (default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
@@ -56,7 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         spec = validate(RunSpec, flags, source)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("command line", "out", f"{args.out} exists and is not a directory")
-    result = run_spec(spec, source)
+    result = run_spec(spec, source, workers=args.workers)
     if args.out is not None:
         write_outputs(args.out, result)
     if args.json:
@@ -68,9 +72,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def write_outputs(out: Path, result) -> None:
     """Write each file under a temporary name first, so no half-written file is left behind."""
+    import yaml
+
     out.mkdir(parents=True, exist_ok=True)
     writers = {
         "summary.json": lambda p: p.write_text(json.dumps(result.summary, indent=2) + "\n"),
+        "deployment.yaml": lambda p: p.write_text(yaml.safe_dump(result.summary["deployment"], sort_keys=False)),
         "requests.parquet": lambda p: result.requests.to_parquet(p, index=False),
         "requests.csv": lambda p: result.requests.to_csv(p, index=False),
     }

@@ -34,10 +34,11 @@ class RunSpec(BaseModel):
     osl: int | None = Field(None, ge=1)
     trace: str | None = None
     deployment: str | Deployment | None = None
-    """A deployment YAML path, an inline deployment, or None for the default for the hardware and model."""
+    """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
+    None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0)
-    """Server/interactive: seconds of arrivals; Offline: the min duration LoadGen sizes the run for (MLPerf's
-    minimum, 600, by default)."""
+    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default); Offline: the min duration
+    LoadGen sizes the run for (by default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
     seed: int = 0

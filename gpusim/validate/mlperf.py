@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.build import prepare
-from gpusim.deploy import default_deployment
+from gpusim.deploy import default_deployment, rule_deployment
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_map
@@ -64,9 +64,12 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
-def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> Deployment:
+def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scenario: str | None = None) -> Deployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
-    dep = default_deployment(hw, load_model(load_benchmark(benchmark).model))
+    model = load_model(load_benchmark(benchmark).model)
+    dep = default_deployment(hw, model, scenario)
+    if gpus < hw.num_gpus and dep.mode != "aggregated":  # a slice of a system keeps to aggregated instances
+        dep = rule_deployment(hw, model)
     update: dict = {"software": software}
     if gpus < hw.num_gpus:
         update["instances"] = max(1, gpus // dep.gpus_per_instance)
@@ -78,7 +81,7 @@ def predict_row(row: PublishedRow, software: str, duration_s: float | None = Non
     """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it."""
     try:
         hw = load_hardware(row.hardware, row.systems)
-        dep = base_deployment(hw, row.benchmark, row.gpus, software)
+        dep = base_deployment(hw, row.benchmark, row.gpus, software, row.scenario)
         setup = prepare(row.hardware, row.benchmark, row.systems, dep, timing=timing)
         found = search_deployments(setup, row.scenario, duration_s, gpus=row.gpus)
     except InputError as exc:
