@@ -6,7 +6,6 @@ import pytest
 
 from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
-from gpusim.specs.model import load_model
 from gpusim.search import (
     _layout,
     balanced,
@@ -17,6 +16,7 @@ from gpusim.search import (
     search_deployments,
     trial,
 )
+from gpusim.specs.model import load_model
 
 
 @pytest.mark.parametrize(("threshold", "start"), [(37.3, 5.0), (37.3, 500.0), (0.8, 1.0), (1234.0, 37.0)])

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="with --deployment best: search contenders simulated at once (default: the CPU count)")
     r.add_argument("--duration", dest="duration_s", type=float,
-                   help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for (default 2400)")
+                   help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for "
+                        "(default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
