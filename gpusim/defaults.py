@@ -78,10 +78,14 @@ def searched_default(hw: Hardware, model_id: str, scenario: str, software: str =
     return dep.model_copy(update={"instances": None}) if dep.mode == "aggregated" else dep
 
 
-def slice_gpus(hw: Hardware, model_params: float, hbm_bytes: float) -> int | None:
-    """GPUs to search a model on: a slice of `SLICE_GPUS` when the model fits in half of the slice's HBM and
-    the system is larger; None (the whole system) otherwise."""
-    if hw.num_gpus <= SLICE_GPUS or model_params > 0.5 * SLICE_GPUS * hbm_bytes:
+LIGHT_GPUS = 2
+"""A light model's weights fit in half of the HBM of this many GPUs: its best instances are small."""
+
+
+def slice_gpus(hw: Hardware, weight_bytes: float, hbm_bytes: float) -> int | None:
+    """GPUs to search a model on: a slice of `SLICE_GPUS` for a light model (`LIGHT_GPUS`) on a larger system;
+    None (the whole system, where wide expert parallelism and disaggregated pools can win) otherwise."""
+    if hw.num_gpus <= SLICE_GPUS or weight_bytes > 0.5 * LIGHT_GPUS * hbm_bytes:
         return None
     return SLICE_GPUS
 

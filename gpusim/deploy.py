@@ -129,26 +129,34 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     attention-DP ranks.
     """
     weights = "fp4" if hw.supports("fp4") else "fp8"
-    tp = 1
-    while True:
+    fits = None
+    for tp, pp in _shapes(hw):
         attention_dp = model.mla is not None and tp > 1
         ranks = tp if attention_dp else 1
         dep = Deployment(
-            name=f"default-tp{tp}",
+            name=f"default-tp{tp}" + (f"-pp{pp}" if pp > 1 else ""),
             weights=weights,
             activations=weights,
             tp=tp,
+            pp=pp,
             ep=tp if model.moe is not None else 1,
             attention_dp=attention_dp,
             max_batch_size=256 * ranks,
             max_num_tokens=8192 * ranks,
         )
-        plan = plan_memory(hw, model, dep) if 2 * tp > hw.domain_gpus else _try_plan(hw, model, dep)
+        plan = _try_plan(hw, model, dep)
         if plan is not None and plan.weights_per_gpu <= WEIGHT_SHARE * hw.hbm_bytes:
             return dep
-        if 2 * tp > hw.domain_gpus:
-            return dep
-        tp *= 2
+        fits = fits or (dep if plan is not None else None)
+    return fits or dep  # the largest group even if it does not fit: plan_memory then says by how much
+
+
+def _shapes(hw: Hardware) -> list[tuple[int, int]]:
+    """(tp, pp) in the order the rule tries them: TP groups within the NVLink domain, then pipeline stages
+    of a full domain across systems."""
+    tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= hw.domain_gpus]
+    pps = [p for p in (2, 4, 8) if tps[-1] * p <= hw.num_gpus]
+    return [(t, 1) for t in tps] + [(tps[-1], p) for p in pps]
 
 
 def _try_plan(hw: Hardware, model: ModelSpec, dep: Deployment):

@@ -475,8 +475,8 @@ def _within(setup: Setup, gpus: int | None) -> bool:
     """Whether `setup`'s deployment uses at most `gpus` GPUs (None: no budget)."""
     if gpus is None or gpus >= setup.hardware.num_gpus:
         return True
-    dep = setup.deployment
-    return dep.mode == "aggregated" and (dep.instances or 0) * dep.gpus_per_instance <= gpus
+    dep = setup.deployment  # instances None fill the hardware
+    return dep.mode == "aggregated" and dep.instances is not None and dep.instances * dep.gpus_per_instance <= gpus
 
 
 def _tokens_per_s(p: PeakResult | None) -> float:
