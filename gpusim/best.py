@@ -67,6 +67,8 @@ class Found:
     peak_qps: float | None
     lowest_invalid_qps: float | None
     tokens_per_s: float
+    samples_per_s: float
+    num_gpus: int
     screened: int
     ranked: list[dict] = field(default_factory=list)
     cached: bool = False
@@ -110,8 +112,10 @@ def from_search(result: SearchResult, scenario: str, duration_s: float) -> Found
                "tokens_per_s": r.peak.trial.tokens_per_s,
                "tokens_per_s_per_gpu": r.peak.trial.tokens_per_s / r.peak.trial.result.summary["num_gpus"],
                "limited_by": r.peak.limit, "confirmed": r.peak.confirmed} for r in result.ranked if r.peak]
+    summary = best.trial.result.summary
     return Found(best.setup.deployment, scenario, duration_s, best.search.peak if server else None,
-                 best.search.lowest_invalid if server else None, best.trial.tokens_per_s, result.screened, ranked)
+                 best.search.lowest_invalid if server else None, best.trial.tokens_per_s,
+                 float(summary["samples_per_s"]), int(summary["num_gpus"]), result.screened, ranked)
 
 
 def _write_atomic(path: Path, text: str) -> None:
