@@ -33,7 +33,24 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
                     spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
     if best:
         setup = setup.with_deployment(best_deployment(setup, spec.scenario, spec.seed, source, workers))
+    if spec.qps == "peak":
+        return _at_peak(setup, spec, source)
     return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
+
+
+def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
+    """The run at the deployment's peak valid QPS (LoadGen's bisection, confirmed at the run's full length)."""
+    from gpusim.loadgen.rules import SERVER_LIKE
+    from gpusim.search import peak_qps
+
+    if spec.scenario not in SERVER_LIKE:
+        raise InputError(source, "qps", f"peak is searched for server or interactive, not {spec.scenario}")
+    peak = peak_qps(setup, spec.scenario, spec.duration_s, spec.seed)
+    if peak.search.peak <= 0:
+        raise InputError(source, "qps", f"no QPS of {setup.deployment.name} passes the {spec.scenario} limits")
+    result = peak.trial.result
+    result.summary.update(target_qps=peak.search.peak, peak_qps=peak.search.peak)
+    return result
 
 
 def _completed(spec: RunSpec, source: str) -> Deployment:

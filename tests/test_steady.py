@@ -66,3 +66,14 @@ def test_steady_energy_per_token_uses_the_steady_rate():
     s = gpusim.run("h100-hgx", "llama2-70b", "server", qps=30, duration_s=120).summary
     ratio = s["steady_energy_j_per_token"] * s["steady_output_tokens_per_s"]
     assert ratio == pytest.approx(s["power_kw"] * 1e3, rel=0.2)  # about the run's power, at the window's load
+
+
+def test_a_run_at_its_peak_rate_meets_the_limits_that_the_next_rate_up_misses():
+    from gpusim.search import trial
+
+    s = gpusim.run("h100-hgx", "llama2-70b", "server", qps="peak", duration_s=60).summary
+    assert s["peak_qps"] > 0 and s["target_qps"] == s["peak_qps"] and s["latency_met"]
+    from gpusim.build import prepare
+
+    above = trial(prepare("h100-hgx", "llama2-70b", scenario="server"), "server", s["peak_qps"] * 1.02, 60.0)
+    assert not above.valid

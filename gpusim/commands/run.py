@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1 (gpusim list benchmarks)")
     r.add_argument("--model", help="serve this model instead of the benchmark's (gpusim list models)")
     r.add_argument("--scenario", choices=SCENARIOS)
-    r.add_argument("--qps", type=float, help="Poisson arrival rate (server, interactive)")
+    r.add_argument("--qps", type=_qps, help="Poisson arrival rate (server, interactive), or `peak`: the highest "
+                   "rate LoadGen's rules pass on the deployment")
     r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
     r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
@@ -44,6 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
                "deployment", "duration_s", "samples", "seed", "oversubscription", "timing")
+
+
+def _qps(text: str) -> float | str:
+    if text == "peak":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate; valid: a number > 0, or peak") from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -93,7 +103,8 @@ def _format_summary(s: dict) -> str:
     par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
     lines = [
         f"{s['benchmark']} ({s['model']}) on {s['systems']}× {s['hardware']} ({s['num_gpus']} GPUs), "
-        f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else ""),
+        f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else "")
+        + (" (its peak valid rate)" if s.get("peak_qps") else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
         f"KV {dep['kv_cache']}, {s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "

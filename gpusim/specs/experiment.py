@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.loading import load_yaml_model, read_yaml, validate
@@ -27,8 +27,9 @@ class RunSpec(BaseModel):
     model: str | None = None
     """Serve this model instead of the benchmark's (for traces and closed-loop runs; gpusim list models)."""
     scenario: Scenario = "offline"
-    qps: float | None = Field(None, gt=0)
-    """Poisson arrival rate for server and interactive (queries per second)."""
+    qps: float | Literal["peak"] | None = None
+    """Poisson arrival rate for server and interactive (queries per second), or `peak`: the highest rate that
+    passes LoadGen's rules on this deployment (`gpusim.search.peak_qps`, as `gpusim mlperf` finds it)."""
     concurrency: int | None = Field(None, ge=1)
     isl: int | None = Field(None, ge=1)
     osl: int | None = Field(None, ge=1)
@@ -45,6 +46,13 @@ class RunSpec(BaseModel):
     oversubscription: float = Field(1.0, ge=1)
     """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
     timing: Timing = "roofline"
+
+    @field_validator("qps")
+    @classmethod
+    def _positive_or_peak(cls, qps: float | str | None) -> float | str | None:
+        if isinstance(qps, float | int) and not qps > 0:
+            raise ValueError(f"must be > 0 or 'peak', got {qps}")
+        return qps
 
     @model_validator(mode="after")
     def _scenario_needs(self) -> RunSpec:
