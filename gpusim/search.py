@@ -206,6 +206,21 @@ def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: floa
     return PeakSearch(rate(klo), rate(khi), tried)
 
 
+CAPACITY_MARGIN = 0.97
+"""After an overloaded full run, the walk-down resumes this far below the rate the run measurably served."""
+
+
+def served_qps(t: Trial) -> float | None:
+    """The request rate an overloaded run sustained in its steady window (steady output tokens/s over the mean
+    output of its requests); None when it was not overloaded (it kept up with its arrivals)."""
+    s = t.result.summary
+    rate, mean_osl = s.get("steady_output_tokens_per_s"), t.result.requests["output_tokens"].mean()
+    if not rate or not mean_osl or t.qps is None:
+        return None
+    served = rate / mean_osl
+    return served if served < t.qps else None
+
+
 def _on_grid(factor: float, grid: float) -> float:
     """`factor` rounded to a whole number of grid steps (at least one)."""
     return grid ** min(-1, round(math.log(factor) / math.log(grid))) if factor < 1 else factor
@@ -259,8 +274,12 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
     if short < full or search.peak not in trials:
         runs += 1
         if not judged(search.peak, full):  # the short runs were too lenient: walk down at full duration
-            step = _on_grid(WALK_DOWN, grid or 1 + rel_tol)
+            g = grid or 1 + rel_tol
+            step = _on_grid(WALK_DOWN, g)
             hi, lo = search.peak, search.peak * step
+            served = served_qps(trials[hi])  # an overloaded run serves its capacity: start just below it
+            if served is not None and served * CAPACITY_MARGIN < lo:
+                lo = hi * _on_grid(served * CAPACITY_MARGIN / hi, g)
             runs += 1
             while not judged(lo, full):
                 hi, lo, runs = lo, lo * step, runs + 1
