@@ -39,6 +39,9 @@ class DefaultEntry(BaseModel):
     tokens_per_s_per_gpu: float
     peak_qps: float | None = None
     searched_gpus: int
+    search_wall_s: float | None = None
+    """Wall seconds the search took, and one full-length run of its winner (`run_wall_s`): its cost in runs."""
+    run_wall_s: float | None = None
 
 
 class DefaultsFile(BaseModel):

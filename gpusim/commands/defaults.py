@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from gpusim.errors import InputError
 
@@ -77,17 +78,20 @@ def _write(system: str, benchmarks: list[str], scenarios: list[str], args: argpa
             weights = setup.model.total_params * DTYPE_BYTES[setup.deployment.weights]
             gpus = slice_gpus(setup.hardware, weights, setup.hardware.hbm_bytes)
             log(f"== {system} {bench} {scenario} on {gpus or setup.hardware.num_gpus} GPUs")
+            started = time.perf_counter()
             try:
                 found = search_deployments(setup, scenario, duration, gpus=gpus, workers=args.workers, log=log)
             except InputError as exc:
                 log(f"   skipped: {exc}")
                 continue
+            wall = time.perf_counter() - started
             best = found.best
             summary = best.trial.result.summary
             entry = DefaultEntry(deployment=best.setup.deployment,
                                  tokens_per_s_per_gpu=best.trial.tokens_per_s / summary["num_gpus"],
                                  peak_qps=best.search.peak if scenario != "offline" else None,
-                                 searched_gpus=summary["num_gpus"])
+                                 searched_gpus=summary["num_gpus"], search_wall_s=round(wall, 1),
+                                 run_wall_s=round(summary["wall_s"], 1))
             table.entries.setdefault(setup.model.id, {})[scenario] = entry
             table.date, table.command = today(), command
             write_defaults(table)  # after every entry: an interrupted refresh keeps what it found
