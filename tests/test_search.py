@@ -10,6 +10,7 @@ from gpusim.search import (
     _layout,
     balanced,
     candidate_deployments,
+    expected_qps,
     find_peak_qps,
     latency_bound_qps,
     peak_qps,
@@ -183,3 +184,18 @@ def test_bisections_from_any_start_or_coarse_bracket_end_on_the_same_rate(start)
 def test_a_bracket_off_the_grid_is_returned_as_given():
     s = find_peak_qps(lambda q: q <= 50.0, 0.0, rel_tol=0.01, lo=49.9, hi=50.3)
     assert s.peak == 49.9 and s.lowest_invalid == 50.3  # a caller looks its trials up by these values
+
+
+def test_the_analytic_screen_agrees_with_the_simulated_steady_rate_on_small_cases():
+    from gpusim.loadgen.datasets import dataset_lengths
+    from gpusim.specs.deployment import Deployment
+
+    base = prepare("h100-hgx", "llama2-70b", scenario="offline")
+    osl = float(dataset_lengths(base.bench, 0)[1].mean())
+    est, sim = {}, {}
+    for tp in (1, 2, 8):
+        s = base.with_deployment(Deployment(tp=tp, weights="fp8", activations="fp8", max_batch_size=256))
+        est[tp] = expected_qps(s, "offline") * osl
+        sim[tp] = trial(s, "offline", None, 60.0).result.summary["steady_output_tokens_per_s"]
+        assert sim[tp] == pytest.approx(est[tp], rel=0.15), tp
+    assert max(est, key=est.get) == max(sim, key=sim.get)  # the screen ranks the best first
