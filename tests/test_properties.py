@@ -223,8 +223,8 @@ def test_the_same_workload_gives_the_same_records(data: st.DataObject, dep: Depl
 @given(data=st.data())
 def test_fast_forward_equals_stepping_on_generated_workloads(data: st.DataObject) -> None:
     dep = data.draw(deployments())
-    wl = data.draw(workloads(prefix=dep.prefix_cache))
-    kv = data.draw(st.integers(fits(wl, dep), 3 * fits(wl, dep)))
+    wl = data.draw(workloads(max_requests=40, prefix=dep.prefix_cache))
+    kv = data.draw(st.integers(fits(wl, dep), 3 * fits(wl, dep) // 2))  # tight: preemptions, blocked queues
     fast = simulate(wl, dep, kv).records
     try:
         Instance.fast_forward = False
