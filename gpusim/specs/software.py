@@ -9,6 +9,8 @@ C derived, D assumed or fitted). A profile may override any constant for one GPU
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Literal
 
@@ -284,15 +286,48 @@ class SoftwareProfile(BaseModel):
         return self.model_copy(update={**t, "overrides": overrides})
 
 
+_OVERLAY: dict[str, SoftwareProfile] = {}
+"""Profiles given as data (`software_overlay`), which `load_software` returns in place of the files."""
+
+
 def software_names() -> list[str]:
-    return list(catalog(SOFTWARE))
+    """The profiles' names: the files', then any overlaid one without a file."""
+    files = list(catalog(SOFTWARE))
+    return files + [n for n in _OVERLAY if n not in files]
 
 
 @cache
-def load_software(name: str) -> SoftwareProfile:
-    """Load hardware_profiles/software/<name>.yaml."""
+def _read_software(name: str) -> SoftwareProfile:
     return load_named(SoftwareProfile, SOFTWARE, name, "software")
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
-           "software_names"]
+def load_software(name: str) -> SoftwareProfile:
+    """The overlaid profile `name` (`software_overlay`), else hardware_profiles/software/<name>.yaml (read once)."""
+    return _OVERLAY[name] if name in _OVERLAY else _read_software(name)
+
+
+def reload_software() -> None:
+    """Forget the profile files read so far (after one is rewritten)."""
+    _read_software.cache_clear()
+
+
+def overlaid() -> tuple[SoftwareProfile, ...]:
+    """The profiles `software_overlay` gives now (`gpusim.parallel` hands them to its worker processes)."""
+    return tuple(_OVERLAY.values())
+
+
+@contextmanager
+def software_overlay(*profiles: SoftwareProfile) -> Iterator[None]:
+    """Within the block `load_software(p.id)` is `p` for each of `profiles`, whatever the files hold: a
+    calibration's trial constants reach the engine as data and the tracked files stay as they are."""
+    saved = dict(_OVERLAY)
+    _OVERLAY.update({p.id: p for p in profiles})
+    try:
+        yield
+    finally:
+        _OVERLAY.clear()
+        _OVERLAY.update(saved)
+
+
+__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software", "overlaid",
+           "reload_software", "software_names", "software_overlay"]
