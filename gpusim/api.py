@@ -88,7 +88,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
         "wall_s": wall,
     }
-    summary.update(energy_and_cost(summary, hw, stats))
+    summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
     return _plain(summary)
 
 

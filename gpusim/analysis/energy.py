@@ -21,7 +21,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpusim.errors import InputError
 from gpusim.specs.hardware import PROFILES, Hardware
 from gpusim.specs.loading import load_yaml_model, validate
 from gpusim.specs.sourced import Sourced
@@ -75,6 +74,8 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
                     overrides: Mapping | None = None) -> dict[str, float | None]:
     """Average power, energy per token, tokens/s per MW and $ per million output tokens of one run.
 
+    The $ figure is None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
+
     `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
     None when the run produced no tokens.
     """
@@ -86,10 +87,7 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
         return getattr(costs, name).value if given is None else given
 
     capex = over.capex_usd
-    if capex is None:
-        if hardware.id not in costs.capex_usd:
-            raise InputError(str(COSTS_FILE), "capex_usd", f"no price for {hardware.id!r}; add one or pass "
-                             f"capex_usd; priced: {', '.join(sorted(costs.capex_usd))}")
+    if capex is None and hardware.id in costs.capex_usd:
         capex = costs.capex_usd[hardware.id].value
 
     util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
@@ -100,15 +98,15 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
     other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
     power_w = (gpu_w + other_w) * value("pue")
 
-    usd_per_s = (capex * hardware.systems / (value("amortisation_years") * SECONDS_PER_YEAR)
-                 + power_w / 1e3 * value("usd_per_kwh") / 3600)
     tps = summary.get("output_tokens_per_s") or 0.0
+    usd_per_s = None if capex is None else (capex * hardware.systems / (value("amortisation_years") * SECONDS_PER_YEAR)
+                                            + power_w / 1e3 * value("usd_per_kwh") / 3600)
     return {
         "power_kw": power_w / 1e3,
         "gpu_busy_fraction": util,
         "energy_j_per_token": power_w / tps if tps > 0 else None,
         "tokens_per_s_per_mw": tps / (power_w / 1e6) if power_w > 0 else None,
-        "usd_per_million_tokens": 1e6 * usd_per_s / tps if tps > 0 else None,
+        "usd_per_million_tokens": 1e6 * usd_per_s / tps if tps > 0 and usd_per_s is not None else None,
     }
 
 

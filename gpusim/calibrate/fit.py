@@ -48,6 +48,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+from gpusim.specs.catalog import clear_cache
 from gpusim.specs.experiment import Timing
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
 
@@ -255,7 +256,7 @@ def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[
     header = (f"# {prof.name}: kernel efficiencies and overheads, fitted by gpusim calibrate (see calibration:).\n"
               "# Re-fit: the command in calibration.command; procedure in gpusim/calibrate/fit.py.\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120))
-    load_software.cache_clear()
+    clear_cache()
     return path
 
 

@@ -11,8 +11,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=_cmd_list)
     sh = sub.add_parser("show", help="show one profile with its sources and derived figures")
     sh.add_argument("kind", choices=["hardware", "model", "benchmark"])
-    sh.add_argument("name")
+    sh.add_argument("name", help="a profile name, or a YAML file by path")
+    sh.add_argument("--yaml", action="store_true",
+                    help="print the profile's own file, a starting point for your own (see docs/own-hardware.md)")
     sh.set_defaults(func=_cmd_show)
+
+_KINDS = {"hardware": "systems", "model": "models", "benchmark": "benchmarks"}
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -32,9 +36,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     import yaml
 
     from gpusim.specs.benchmark import load_benchmark
+    from gpusim.specs.catalog import resolve
     from gpusim.specs.hardware import load_hardware
     from gpusim.specs.model import load_model
 
+    if args.yaml:
+        print(resolve(_KINDS[args.kind], args.name, "command line", args.kind).read_text(), end="")
+        return 0
     if args.kind == "hardware":
         hw = load_hardware(args.name)
         doc = {"system": hw.system.model_dump(exclude_none=True), "gpu": hw.gpu.model_dump(exclude_none=True),

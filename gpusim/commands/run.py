@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds of arrivals (server); the min duration an Offline run is sized for (default 600)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
+    r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
+                   "hardware_profiles/costs.yaml)")
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
     r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
@@ -47,6 +49,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gpusim.specs.loading import validate
 
     flags = {k: getattr(args, k) for k in _RUN_FIELDS if getattr(args, k) is not None}
+    if args.costs is not None:
+        from gpusim.analysis.energy import CostOverrides
+        from gpusim.specs.loading import read_yaml
+        flags["costs"] = validate(CostOverrides, read_yaml(args.costs), str(args.costs))
     if args.experiment is not None:
         base = load_run_spec(args.experiment)
         source = str(args.experiment)
@@ -87,7 +93,8 @@ def _format_summary(s: dict) -> str:
         f"{s['benchmark']} ({s['model']}) on {s['systems']}× {s['hardware']} ({s['num_gpus']} GPUs), "
         f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
-        f"KV {dep['kv_cache']}, {s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
+        f"KV {dep['kv_cache']}, batch ≤ {dep['max_batch_size']}, ≤ {dep['max_num_tokens']:,} tokens per step, "
+        f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU",

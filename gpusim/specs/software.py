@@ -9,16 +9,15 @@ C derived, D assumed or fitted). A profile may override any constant for one GPU
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpusim.specs.catalog import load_ref, names, shipped_dir
 from gpusim.specs.deployment import AdpBalance
-from gpusim.specs.loading import ROOT, catalog, load_named
 from gpusim.specs.sourced import Grade, Sourced
 
-SOFTWARE = ROOT / "hardware_profiles" / "software"
+SOFTWARE = shipped_dir("software")
 
 DEFAULTS: dict[str, str | float] = {
     "hbm_bandwidth_fraction_fp4": "hbm_bandwidth_fraction",
@@ -285,13 +284,12 @@ class SoftwareProfile(BaseModel):
 
 
 def software_names() -> list[str]:
-    return list(catalog(SOFTWARE))
+    return names("software")
 
 
-@cache
-def load_software(name: str) -> SoftwareProfile:
-    """Load hardware_profiles/software/<name>.yaml."""
-    return load_named(SoftwareProfile, SOFTWARE, name, "software")
+def load_software(name: str, source: str = "command line") -> SoftwareProfile:
+    """Load hardware_profiles/software/<name>.yaml, a `GPUSIM_PATH` profile or a software file by path."""
+    return load_ref(SoftwareProfile, "software", name, "software", source)
 
 
 __all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
