@@ -11,7 +11,7 @@ import yaml
 import gpusim
 from gpusim.cli import main
 from gpusim.errors import InputError
-from gpusim.specs.hardware import PROFILES
+from gpusim.specs.hardware import PROFILES, load_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"scenario": "server", "qps": 5, "duration_s": 20}
@@ -52,8 +52,8 @@ def test_references_resolve_to_files_beside_the_profile(tmp_path, monkeypatch):
     (tmp_path / "my-gpu.yaml").write_text(yaml.safe_dump(gpu))
     rack = renamed(PROFILES / "systems" / "h100-hgx.yaml", tmp_path / "rack.yaml", "fast-hbm", gpu="my-gpu.yaml")
     monkeypatch.chdir(ROOT / "tests")
-    hw = gpusim.specs.hardware.load_hardware(str(rack))
-    assert hw.gpu.id == "my-gpu" and hw.hbm_bandwidth == 2 * gpusim.specs.hardware.load_hardware("h100-hgx").hbm_bandwidth
+    hw, h100 = load_hardware(str(rack)), load_hardware("h100-hgx")
+    assert hw.gpu.id == "my-gpu" and hw.hbm_bandwidth == 2 * h100.hbm_bandwidth
     fast = gpusim.run(str(rack), "llama2-70b", **SMALL).summary
     base = gpusim.run("h100-hgx", "llama2-70b", **SMALL).summary
     assert fast["tpot_p50_s"] < base["tpot_p50_s"]  # decode is memory-bound: faster HBM, faster tokens
@@ -61,7 +61,7 @@ def test_references_resolve_to_files_beside_the_profile(tmp_path, monkeypatch):
 
 def test_a_model_file_by_path_and_an_experiment_naming_files_beside_it(tmp_path, monkeypatch, capsys):
     model = renamed(ROOT / "workloads" / "models" / "llama2-70b.yaml", tmp_path / "my-llama.yaml", "my-llama")
-    rack = renamed(PROFILES / "systems" / "b200-hgx.yaml", tmp_path / "rack.yaml", "my-b200")
+    renamed(PROFILES / "systems" / "b200-hgx.yaml", tmp_path / "rack.yaml", "my-b200")
     exp = tmp_path / "exp.yaml"
     exp.write_text("hardware: rack.yaml\nbenchmark: llama2-70b\nmodel: my-llama.yaml\nscenario: server\n"
                    "qps: 5\nduration_s: 20\n")
@@ -97,7 +97,7 @@ def test_show_yaml_prints_a_profile_that_loads_back(tmp_path, capsys):
     text = capsys.readouterr().out
     assert text == (PROFILES / "systems" / "gb300-nvl72.yaml").read_text()
     (tmp_path / "copy.yaml").write_text(text.replace("id: gb300-nvl72", "id: copy"))
-    assert gpusim.specs.hardware.load_hardware(str(tmp_path / "copy.yaml")).num_gpus == 72
+    assert load_hardware(str(tmp_path / "copy.yaml")).num_gpus == 72
 
 
 @pytest.mark.parametrize(("change", "field", "says"), [
