@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.metrics import summarize
 from gpusim.build import Setup, prepare
@@ -29,6 +30,10 @@ class Result:
     summary: dict
     requests: pd.DataFrame
     stats: SimStats
+    timeline: pd.DataFrame | None = None
+    """Engine activity binned over simulated time (gpusim.analysis.activity)."""
+    steps: dict = field(default_factory=dict)
+    """Where the time of a typical decode step and prefill chunk goes (gpusim.analysis.activity)."""
 
 
 def run(
@@ -56,8 +61,10 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) ->
     """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
     workload = build_workload(spec, setup.bench, expected_qps)
     records, stats, wall = setup.simulate(workload)
-    return Result(summary=summarize_run(spec, setup, workload, records, stats, wall), requests=records,
-                  stats=stats)
+    summary = summarize_run(spec, setup, workload, records, stats, wall)
+    return Result(summary=summary, requests=records, stats=stats,
+                  timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
+                  steps=typical_steps(setup, stats, workload))
 
 
 def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
                    "hardware_profiles/costs.yaml)")
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
-    r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
+    r.add_argument("--out", type=Path, help="write summary.json, requests.parquet/.csv, timeline.csv and "
+                   "steps.json here (gpusim report DIR draws them)")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.set_defaults(func=_cmd_run)
 
@@ -79,7 +80,10 @@ def write_outputs(out: Path, result) -> None:
         "summary.json": lambda p: p.write_text(json.dumps(result.summary, indent=2) + "\n"),
         "requests.parquet": lambda p: result.requests.to_parquet(p, index=False),
         "requests.csv": lambda p: result.requests.to_csv(p, index=False),
+        "steps.json": lambda p: p.write_text(json.dumps(result.steps, indent=2) + "\n"),
     }
+    if result.timeline is not None:
+        writers["timeline.csv"] = lambda p: result.timeline.to_csv(p, index=False)
     for name, write in writers.items():
         tmp = out / f".{name}.tmp"
         write(tmp)
