@@ -1,10 +1,11 @@
 """Software profiles (hardware_profiles/software/*.yaml): kernel efficiencies and overheads of a serving stack.
 
-These are the only fitted constants of the cost model (DESIGN §3, §5): achievable fractions of the
-hardware's peak bandwidth and FLOPS, the GEMM shape curve, collective efficiencies and latencies, and
-fixed per-kernel / per-step overheads. Each is a `Sourced` with a grade (B measured publicly,
-C derived, D assumed or fitted). A profile may override any constant for one GPU architecture
-(`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture` applies them.
+These are the only fitted constants of the cost model (docs/design.md: Modelling decisions, Accuracy
+discipline): achievable fractions of the hardware's peak bandwidth and FLOPS, the GEMM shape curve,
+collective efficiencies and latencies, and fixed per-kernel / per-step overheads. Each is a `Sourced`
+with a grade (B measured publicly, C derived, D assumed or fitted). A profile may override any constant
+for one GPU architecture (`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture`
+applies them.
 """
 
 from __future__ import annotations
