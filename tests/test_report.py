@@ -89,6 +89,20 @@ def test_a_sweep_report_has_its_table_and_figures(tmp_path):
     assert "id=\"results\"" in page and page.count("<img class='figure'") >= 2  # pareto and latency-cdf at least
 
 
+def test_an_mlperf_folder_and_a_folder_of_them(tmp_path):
+    out = tmp_path / "suite" / "b200-offline"
+    assert main(["mlperf", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "offline",
+                 "--duration", "30", "--quiet", "--out", str(out)]) == 0
+    page = Path(write_report(out)).read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert "id='loadgen'" in page and "Result is" in page
+    assert f"<td data-key='num_gpus' class='num'>{summary['num_gpus']}</td>" in page
+    shutil.copytree(out, tmp_path / "suite" / "again")
+    (out / "report.html").unlink()
+    page = Path(write_report(tmp_path / "suite")).read_text()
+    assert page.count("<h2>b200-offline</h2>") == 1 and page.count("<h2>again</h2>") == 1
+
+
 class _Cells(HTMLParser):
     """The summary table's cells by data-key, and the render-status attributes, from a dumped DOM."""
 

@@ -108,6 +108,9 @@ def _title(s: dict) -> str:
 def run_section(folder: Path, summary: dict) -> str:
     """Summary, deployment and every figure the folder's files allow."""
     parts = [summary_table(summary), deployment_table(summary.get("deployment"))]
+    if (folder / "mlperf_log_summary.txt").exists():
+        text = html.escape((folder / "mlperf_log_summary.txt").read_text())
+        parts.append(f"<h2>LoadGen summary</h2><pre id='loadgen'>{text}</pre>")
     if (folder / "timeline.csv").exists():
         parts.append("<h2>Over time</h2>" + _img(timeline_figure(pd.read_csv(folder / "timeline.csv")),
                                                  "throughput, batch size, KV use and queue over time"))
