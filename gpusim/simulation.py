@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.metrics import SERVER_LIKE, summarize
 from gpusim.analysis.steady import started_share, steady_summary
@@ -29,14 +30,20 @@ class Result:
     summary: dict
     requests: pd.DataFrame
     stats: SimStats
+    timeline: pd.DataFrame | None = None
+    """Engine activity binned over simulated time (gpusim.analysis.activity)."""
+    steps: dict = field(default_factory=dict)
+    """Where the time of a typical decode step and prefill chunk goes (gpusim.analysis.activity)."""
 
 
 def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
     """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
     workload = build_workload(spec, setup.bench, expected_qps)
     records, stats, wall = setup.simulate(workload)
-    return Result(summary=summarize_run(spec, setup, workload, records, stats, wall), requests=records,
-                  stats=stats)
+    summary = summarize_run(spec, setup, workload, records, stats, wall)
+    return Result(summary=summary, requests=records, stats=stats,
+                  timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
+                  steps=typical_steps(setup, stats, workload))
 
 
 def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,
@@ -69,7 +76,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
         "wall_s": wall,
     }
-    summary.update(energy_and_cost(summary, hw, stats))
+    summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
     return _plain(summary)
 
 

@@ -44,6 +44,7 @@ from gpusim.specs.experiment import RunSpec, load_deployment
 from gpusim.specs.loading import read_yaml, validate
 
 RESULTS = "results.parquet"
+RESULTS_CSV = "results.csv"
 REQUESTS = "requests"
 DERIVED = {"qps_per_gpu": "qps", "samples_per_gpu": "samples"}
 """Sweep-only fields, per GPU of the point's hardware: qps = qps_per_gpu × GPUs, samples = samples_per_gpu × GPUs."""
@@ -281,7 +282,8 @@ def _gather(finished: Iterable, points: dict) -> Iterator[PointResult]:
 
 
 class ResultStore:
-    """DIR/results.parquet (one row per point) and DIR/requests/<point_id>.parquet, rewritten atomically."""
+    """DIR/results.parquet and .csv (one row per point) and DIR/requests/<point_id>.parquet, rewritten
+    atomically."""
 
     def __init__(self, out: Path) -> None:
         if out.exists() and not out.is_dir():
@@ -303,6 +305,7 @@ class ResultStore:
         self.rows.append(result_row(point, res))
         frame = pd.DataFrame(self.rows).sort_values("point_index", kind="stable")
         _atomic(self.results, lambda p: frame.to_parquet(p, index=False))
+        _atomic(self.out / RESULTS_CSV, lambda p: frame.to_csv(p, index=False))  # the same rows, for spreadsheets
 
 
 def result_row(point: Point, res: PointResult) -> dict[str, Any]:

@@ -119,3 +119,38 @@ def test_list_and_show(capsys):
     assert code == 0 and "gb300-nvl72" in out and "vr-nvl72" in out
     code, out, _ = run_cli(capsys, "show", "hardware", "gb300-nvl72")
     assert code == 0 and "system_fp4_pflops" in out and "source" in out
+
+
+def test_a_negative_seed_is_one_line_naming_the_field(capsys):
+    code, _, err = run_cli(capsys, "run", *SMALL, "--seed", "-1")
+    assert code == 2 and "seed: Input should be greater than or equal to 0" in err and err.count("\n") == 1
+
+
+def test_a_misspelt_api_option_names_the_valid_one():
+    import gpusim
+    from gpusim.errors import InputError
+
+    with pytest.raises(InputError, match="duration: unknown field; did you mean 'duration_s'"):
+        gpusim.run("b200-hgx", "llama2-70b", "server", qps=5, duration=120)
+
+
+def test_costs_file_on_run_replaces_the_price(capsys, tmp_path):
+    costs = tmp_path / "costs.yaml"
+    _, out, _ = run_cli(capsys, "run", *SMALL, "--json")
+    base = json.loads(out)
+    costs.write_text("capex_usd: 660000\n")  # twice the node price of hardware_profiles/costs.yaml
+    _, out, _ = run_cli(capsys, "run", *SMALL, "--json", "--costs", str(costs))
+    dear = json.loads(out)
+    assert dear["usd_per_million_tokens"] > base["usd_per_million_tokens"]
+    assert dear["energy_j_per_token"] == base["energy_j_per_token"]
+    costs.write_text("capex: 1\n")
+    code, _, err = run_cli(capsys, "run", *SMALL, "--costs", str(costs))
+    assert code == 2 and f"{costs}: capex: unknown field; did you mean 'capex_usd'?" in err
+
+
+def test_the_printed_deployment_shows_the_batch_and_token_limits(capsys):
+    _, out, _ = run_cli(capsys, "run", *SMALL, "--json")
+    dep = json.loads(out)["deployment"]
+    _, out, _ = run_cli(capsys, "run", *SMALL)
+    line = next(row for row in out.splitlines() if row.startswith("deployment"))
+    assert f"batch ≤ {dep['max_batch_size']}," in line and f"≤ {dep['max_num_tokens']:,} tokens per step" in line

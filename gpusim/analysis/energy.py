@@ -22,7 +22,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpusim.errors import InputError
 from gpusim.specs.hardware import PROFILES, Hardware
 from gpusim.specs.loading import load_yaml_model, validate
 from gpusim.specs.sourced import Sourced
@@ -76,6 +75,8 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
                     overrides: Mapping | None = None) -> dict[str, float | None]:
     """Average power, energy per token, tokens/s per MW and $ per million output tokens of one run.
 
+    The $ figure is None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
+
     `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
     None when the run produced no tokens.
     """
@@ -87,15 +88,13 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
         return getattr(costs, name).value if given is None else given
 
     capex = over.capex_usd
-    if capex is None:
-        if hardware.id not in costs.capex_usd:
-            raise InputError(str(COSTS_FILE), "capex_usd", f"no price for {hardware.id!r}; add one or pass "
-                             f"capex_usd; priced: {', '.join(sorted(costs.capex_usd))}")
+    if capex is None and hardware.id in costs.capex_usd:
         capex = costs.capex_usd[hardware.id].value
 
     util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
     used = min(int(summary.get("num_gpus") or 0), hardware.num_gpus)
-    capex_usd_per_s = capex * hardware.systems / (value("amortisation_years") * SECONDS_PER_YEAR)
+    capex_usd_per_s = None if capex is None else capex * hardware.systems / (value("amortisation_years")
+                                                                             * SECONDS_PER_YEAR)
 
     def power_w(u: float) -> float:
         tdp = hardware.gpu.tdp_w.value
@@ -105,8 +104,11 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
         return (gpu_w + other_w) * value("pue")
 
     def per_token(tps: float | None, w: float) -> tuple[float | None, float | None]:
-        usd_per_s = capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600
-        return (w / tps, 1e6 * usd_per_s / tps) if tps else (None, None)
+        """J and $ per token; the $ figure is None for a system without a price."""
+        if not tps:
+            return None, None
+        usd = None if capex_usd_per_s is None else 1e6 * (capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600) / tps
+        return w / tps, usd
 
     run_w = power_w(util)
     energy, usd = per_token(summary.get("output_tokens_per_s") or 0.0, run_w)

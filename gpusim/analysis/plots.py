@@ -1,4 +1,4 @@
-"""Figures from a sweep's results.parquet: scaling, generations, pareto, latency-cdf (PNG or SVG).
+"""Figures from a sweep's results.parquet or a run's output: scaling, generations, pareto, latency-cdf (PNG or SVG).
 
 Figures are built with matplotlib's object API (no pyplot), so no GUI backend or global state is involved.
 """
@@ -44,13 +44,35 @@ def plot(kind: str, results: Path, out: Path, where: Mapping[str, str] | None = 
 
 
 def read_results(path: Path) -> pd.DataFrame:
-    """A results table (Parquet), or an InputError naming the file."""
+    """A results table with a `requests_file` column: a sweep's results.parquet (or its folder), or one run's
+    --out folder (or its summary.json or requests.parquet) as a table of one row; else an InputError."""
+    folder = path if path.is_dir() else path.parent
+    if (path.is_dir() and (path / "summary.json").exists()) or (
+            path.name in ("summary.json", "requests.parquet") and (folder / "summary.json").exists()):
+        return _run_row(folder)
+    if path.is_dir():
+        path = path / "results.parquet"
     try:
-        return pd.read_parquet(path)
+        df = pd.read_parquet(path)
     except FileNotFoundError:
-        raise InputError(str(path), "-", "file not found; `gpusim sweep` writes DIR/results.parquet") from None
+        raise InputError(str(path), "-", "file not found; `gpusim sweep` writes DIR/results.parquet, `gpusim run "
+                         "--out DIR` writes DIR/summary.json") from None
     except Exception as exc:
         raise InputError(str(path), "-", f"not a Parquet results table ({type(exc).__name__})") from None
+    if "point_id" in df.columns:
+        df["requests_file"] = [str(path.parent / "requests" / f"{p}.parquet") for p in df["point_id"]]
+    return df
+
+
+def _run_row(folder: Path) -> pd.DataFrame:
+    """One run's summary.json as a results row (point id `run`), its requests beside it."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(str(folder / "summary.json"), "-", f"not a run summary ({type(exc).__name__})") from None
+    row = {k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in summary.items()}
+    row.update(point_id="run", requests_file=str(folder / "requests.parquet"))
+    return pd.DataFrame([row])
 
 
 def select(df: pd.DataFrame, where: Mapping[str, str], source: str) -> pd.DataFrame:
@@ -219,7 +241,7 @@ def latency_cdf(df: pd.DataFrame, results: Path) -> Figure:
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     axes = fig.subplots(1, 2)
     for (_, row), label in zip(df.iterrows(), point_labels(df), strict=True):
-        path = results.parent / "requests" / f"{row['point_id']}.parquet"
+        path = Path(row["requests_file"])
         if not path.exists():
             raise InputError(str(path), "-", "request records missing (sweep with `requests: true`)")
         lat = add_latency_columns(pd.read_parquet(path))
@@ -251,6 +273,6 @@ KINDS: dict[str, tuple[Callable[[pd.DataFrame, Path], Figure], list[str]]] = {
     "generations": (generations, ["hardware", "benchmark", "scenario", "systems", "output_tokens_per_s",
                                   "output_tokens_per_s_per_gpu"]),
     "pareto": (pareto, ["output_tokens_per_s_per_gpu", "tpot_p50_s"]),
-    "latency-cdf": (latency_cdf, ["point_id"]),
+    "latency-cdf": (latency_cdf, ["point_id", "requests_file"]),
 }
 """Each kind: its drawing function and the result columns it needs."""

@@ -1,6 +1,7 @@
 """`gpusim calibrate`: fit a software profile's constants, op level then request level, and write them back.
 
-Procedure (every number lands in hardware_profiles/software/<profile>.yaml, written once when the fit is done):
+Procedure (docs/design.md: Accuracy discipline; every number lands in hardware_profiles/software/<profile>.yaml,
+written once when the fit is done):
 
 1. **Op level** (needs the optional `aiconfigurator-core` tables, `gpusim.calibrate.kernels`): the op
    families are fitted on the constants they depend on (`kernels.RELEVANT`), GEMMs first (their shape

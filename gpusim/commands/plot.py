@@ -1,4 +1,4 @@
-"""`gpusim plot KIND DIR/results.parquet -o FILE`: a figure from a sweep (gpusim/analysis/plots.py)."""
+"""`gpusim plot KIND RESULTS -o FILE`: a figure from a sweep or a run (gpusim/analysis/plots.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from gpusim.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="draw a figure from a sweep's results.parquet (PNG or SVG)")
+    p = sub.add_parser("plot", help="draw a figure from a sweep's results or a run's output (PNG or SVG)")
     p.add_argument("kind", help="scaling | generations | pareto | latency-cdf")
-    p.add_argument("results", type=Path, help="DIR/results.parquet written by gpusim sweep")
+    p.add_argument("results", type=Path, help="DIR/results.parquet of gpusim sweep, or a run's --out DIR (or its "
+                   "requests.parquet)")
     p.add_argument("-o", "--out", type=Path, required=True, help="image file, .png or .svg")
     p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
                    help="keep only rows where the column has this value (repeatable)")

@@ -37,8 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
+    r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
+                   "hardware_profiles/costs.yaml)")
     add_timing(r, default=None)  # None: the experiment's value, else RunSpec's default
-    r.add_argument("--out", type=Path, help="write summary.json, requests.parquet and requests.csv here")
+    r.add_argument("--out", type=Path, help="write summary.json, requests.parquet/.csv, timeline.csv and "
+                   "steps.json here (gpusim report DIR draws them)")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.set_defaults(func=_cmd_run)
 
@@ -62,6 +65,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gpusim.specs.loading import validate
 
     flags = {k: getattr(args, k) for k in _RUN_FIELDS if getattr(args, k) is not None}
+    if args.costs is not None:
+        from gpusim.analysis.energy import CostOverrides
+        from gpusim.specs.loading import read_yaml
+        flags["costs"] = validate(CostOverrides, read_yaml(args.costs), str(args.costs))
     if args.experiment is not None:
         base = load_run_spec(args.experiment)
         source = str(args.experiment)
@@ -91,7 +98,10 @@ def write_outputs(out: Path, result) -> None:
         "deployment.yaml": lambda p: p.write_text(yaml.safe_dump(result.summary["deployment"], sort_keys=False)),
         "requests.parquet": lambda p: result.requests.to_parquet(p, index=False),
         "requests.csv": lambda p: result.requests.to_csv(p, index=False),
+        "steps.json": lambda p: p.write_text(json.dumps(result.steps, indent=2) + "\n"),
     }
+    if result.timeline is not None:
+        writers["timeline.csv"] = lambda p: result.timeline.to_csv(p, index=False)
     for name, write in writers.items():
         tmp = out / f".{name}.tmp"
         write(tmp)
@@ -106,7 +116,8 @@ def _format_summary(s: dict) -> str:
         f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else "")
         + (" (its peak valid rate)" if s.get("peak_qps") else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
-        f"KV {dep['kv_cache']}, {s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
+        f"KV {dep['kv_cache']}, batch ≤ {dep['max_batch_size']}, ≤ {dep['max_num_tokens']:,} tokens per step, "
+        f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
@@ -126,7 +137,8 @@ def _format_summary(s: dict) -> str:
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
     if s.get("conformant") is False:
-        lines.append(f"conformance not an MLPerf-conformant run ({'; '.join(s['conformance_reasons'])}): "
+        met = " (its p99 TTFT and TPOT meet the limits)" if s.get("latency_met") else ""
+        lines.append(f"conformance not an MLPerf-conformant run{met}: {'; '.join(s['conformance_reasons'])}; "
                      "`gpusim mlperf` runs the conformant test")
     if s.get("overloaded"):
         lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "

@@ -1,4 +1,4 @@
-"""Alpha-beta costs of the collectives of a serving step (DESIGN §8).
+"""Alpha-beta costs of the collectives of a serving step (docs/design.md: Formulas).
 
 Ring all-reduce (Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005), all-to-all for MoE
 dispatch/combine (DeepEP), point-to-point for pipeline stages. `bw` is the per-GPU, per-direction

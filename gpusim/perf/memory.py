@@ -1,6 +1,6 @@
 """Where the HBM of one GPU goes: weights, activation workspace, and the KV cache that fits in the rest.
 
-Weights per GPU under TP t, EP e, PP p (DESIGN §8): attention and dense FFN layers / (t·p) (attention
+Weights per GPU under TP t, EP e, PP p (docs/design.md: Formulas): attention and dense FFN layers / (t·p) (attention
 DP replicates attention weights: / p); routed experts split e ways and each expert t/e ways, i.e.
 / (t·p); shared experts / (t·p); router replicated; embedding and LM head (bf16) / t, on the first and
 last stage. Layers are spread evenly over stages (the average stage; uneven splits are ignored).

@@ -1,6 +1,6 @@
 """A model as a list of operations, each with its FLOPs and HBM bytes on ONE GPU of an instance.
 
-Conventions (DESIGN §3, §8):
+Conventions (docs/design.md: Modelling decisions, Formulas):
 - Tensor parallelism `tp` splits attention heads and FFN width; KV heads fewer than `tp` are
   replicated (ceil(kv_heads / tp) per GPU). Expert parallelism `ep` splits the routed experts `ep`
   ways and each expert `tp/ep` ways, so experts spread over all `tp` GPUs of a stage.
@@ -10,7 +10,7 @@ Conventions (DESIGN §3, §8):
 - Weight bytes per value: bf16 2, fp8 1, fp4 (NVFP4) 0.5 + 1/16 (one fp8 scale per 16 values).
   GEMMs compute at the wider of the weight and activation precisions; the embedding, LM head and
   router stay in bf16 (quantised checkpoints exclude them).
-- MoE weights read in a step count only the experts hit: E_local · (1 − (1 − k/E)^T) (DESIGN §8).
+- MoE weights read in a step count only the experts hit: E_local · (1 − (1 − k/E)^T) (docs/design.md: Formulas).
 - Attention: prefill FLOPs per causal query-key pair and layer are 2·heads·(qk_dim + v_dim)
   (= 4·heads·head_dim for MHA/GQA; MLA with its qk/v head dims); decode reads
   context · KV bytes per token per layer (MLA latent, absorbed: 2·heads·(2·kv_lora + rope) FLOPs).
@@ -110,7 +110,7 @@ class MoEOp:
         return 1.0 - (1.0 - self.top_k / self.num_experts) ** t
 
     def distinct_local(self, t: int) -> float:
-        """Expected distinct local experts hit: E_local · (1 − (1 − k/E)^t) (DESIGN §8)."""
+        """Expected distinct local experts hit: E_local · (1 − (1 − k/E)^t) (docs/design.md: Formulas)."""
         return self.experts_local * self.hit_fraction(t)
 
     def gemm_m(self, t: int) -> float:
@@ -359,7 +359,7 @@ def _linear_attention(model: ModelSpec, tp: int) -> dict[str, float]:
 
 
 def expected_distinct_experts(tokens: float, top_k: int, num_experts: int) -> float:
-    """E · (1 − (1 − k/E)^T): distinct experts hit by T tokens each routed to k of E (DESIGN §8)."""
+    """E · (1 − (1 − k/E)^T): distinct experts hit by T tokens each routed to k of E (docs/design.md: Formulas)."""
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
 
 

@@ -1,4 +1,4 @@
-"""The roofline time of one operation (DESIGN §3).
+"""The roofline time of one operation (docs/design.md: Modelling decisions).
 
     t = max(flops / (peak_flops · eff_c), bytes / (hbm_bw · eff_m)) + launch
 

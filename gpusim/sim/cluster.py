@@ -13,6 +13,7 @@ from gpusim.sim.instance import Instance, Role, StepCost
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.router import make_router
+from gpusim.sim.timeline import Timeline
 from gpusim.sim.topology import Placement, Topology
 from gpusim.specs.deployment import Deployment
 
@@ -38,6 +39,8 @@ class SimStats:
     busy_s: list[float]
     roles: list[str]
     prefix_hit_rate: float | None
+    timeline: Timeline | None = None
+    """Engine activity over time (batch, KV, queue, tokens), binned."""
 
 
 class Cluster:
@@ -59,12 +62,14 @@ class Cluster:
         self.kv_bytes = kv_bytes or (lambda tokens: 0.0)
         sizes = [p.deployment.gpus_per_instance for p in pools for _ in range(p.count)]
         self.placement: list[Placement] = self.topology.place(sizes)
+        self.timeline = Timeline()
         self.instances: list[Instance] = []
         for pool in pools:
             for _ in range(pool.count):
                 self.instances.append(Instance(
                     self.env, len(self.instances), pool.cost, pool.kv_capacity_tokens, pool.deployment,
-                    self.records, self._on_complete, role=pool.role, handoff=self._handoff))
+                    self.records, self._on_complete, role=pool.role, handoff=self._handoff,
+                    timeline=self.timeline))
         front = [i for i in self.instances if i.role != "decode"]
         back = [i for i in self.instances if i.role == "decode"]
         self.router = make_router(router, front)
@@ -87,6 +92,7 @@ class Cluster:
             busy_s=[i.busy_s for i in self.instances],
             roles=[i.role for i in self.instances],
             prefix_hit_rate=sum(c.hits_tokens for c in caches) / looked if looked else None,
+            timeline=self.timeline,
         )
 
     def _source(self) -> Generator[simpy.Event, object, None]:

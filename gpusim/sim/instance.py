@@ -35,6 +35,7 @@ from gpusim.sim.prefixcache import PrefixCache
 from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
+from gpusim.sim.timeline import Timeline
 from gpusim.specs.deployment import Deployment
 
 Role = Literal["aggregated", "prefill", "decode"]
@@ -65,8 +66,10 @@ class Instance:
         on_complete: Callable[[Request], None],
         role: Role = "aggregated",
         handoff: Callable[[Instance, Request], None] | None = None,
+        timeline: Timeline | None = None,
     ) -> None:
         self.env, self.index, self.cost, self.records, self.role = env, index, cost, records, role
+        self.timeline = timeline
         self.on_complete, self.handoff = on_complete, handoff
         self.max_batch = deployment.max_batch_size
         self.budget = deployment.max_num_tokens
@@ -161,9 +164,11 @@ class Instance:
                         f"a request of {req.prefill_target} tokens cannot fit in the KV cache of one "
                         f"instance ({self.kv.capacity} tokens); use more GPUs per instance or fp8/fp4 KV",
                     )
-                dt = self.cost.step_time(self._shape(sum(c for _, c in chunks), pairs, len(chunks)))
+                prefill = sum(c for _, c in chunks)
+                dt = self.cost.step_time(self._shape(prefill, pairs, len(chunks)))
                 yield env.timeout(dt)
                 self.busy_s += dt
+                self._log(env.now - dt, dt, 1 if self.decoding else 0, prefill)
                 if self.poller is not None:
                     self.poller.ran(1 if self.decoding else 0, prefill=bool(chunks))
                 self._advance(1 if self.decoding else 0)
@@ -214,6 +219,7 @@ class Instance:
                 done = min(n, _steps_done(env.now - start, t0, slope) + 1)
                 yield env.timeout(max(0.0, start + _span(done, t0, slope) - env.now))
         self.busy_s += _span(done, t0, slope)
+        self._log(env.now - _span(done, t0, slope), _span(done, t0, slope), done, 0)
         if self.poller is not None:
             self.poller.ran(done, prefill=False)
         if self.gate is not None:  # this iteration's gate call was `_schedule_prefill`'s; the rest held or idle
@@ -222,6 +228,13 @@ class Instance:
             else:
                 self.gate.idle(done - 1, self._rank_seqs())
         self._advance(done)
+
+    def _log(self, start: float, dt: float, decode_steps: int, prefill_tokens: int) -> None:
+        """Record one engine event (before the finished sequences leave the batch)."""
+        if self.timeline is not None:
+            b = len(self.decoding)
+            self.timeline.add(start, dt, b + len(self.prefilling), self.kv.used, len(self.waiting) + len(self.arrived),
+                              b * self.rate * decode_steps, prefill_tokens)
 
     # ---- scheduling -------------------------------------------------------------------------
     @property

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpusim.specs.loading import ROOT, catalog, load_named
-
-BENCHMARKS = ROOT / "workloads" / "benchmarks"
+from gpusim.specs.catalog import load_ref, names
 
 
 class _Spec(BaseModel):
@@ -79,10 +76,10 @@ class BenchmarkSpec(_Spec):
 
 
 def benchmark_names() -> list[str]:
-    return list(catalog(BENCHMARKS))
+    return names("benchmarks")
 
 
-@cache
-def load_benchmark(name: str) -> BenchmarkSpec:
-    """Load workloads/benchmarks/<name>.yaml."""
-    return load_named(BenchmarkSpec, BENCHMARKS, name, "benchmark")
+def load_benchmark(name: str, source: str = "command line") -> BenchmarkSpec:
+    """Load workloads/benchmarks/<name>.yaml, a `GPUSIM_PATH` benchmark or a benchmark file by path (its
+    `model` may be a model file beside it)."""
+    return load_ref(BenchmarkSpec, "benchmarks", name, "benchmark", source, refs={"model": "models"})

@@ -63,7 +63,7 @@ class MTP(BaseModel):
 
     @property
     def expected_tokens_per_step(self) -> float:
-        """1 + a1 + a1·a2 + … + a1⋯ak (DESIGN §8)."""
+        """1 + a1 + a1·a2 + … + a1⋯ak (docs/design.md: Formulas)."""
         total, run = 1.0, 1.0
         for a in self.acceptance:
             run *= a

@@ -7,8 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpusim.analysis.energy import CostOverrides
+from gpusim.specs.catalog import is_path, resolve
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.loading import load_yaml_model, read_yaml, validate
+from gpusim.specs.loading import read_yaml, validate
 
 Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
 Timing = Literal["roofline", "table"]
@@ -42,10 +44,13 @@ class RunSpec(BaseModel):
     LoadGen sizes the run for (by default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
+    """Seed of the workload's random draws (numpy's generators take non-negative seeds)."""
     oversubscription: float = Field(1.0, ge=1)
     """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
     timing: Timing = "roofline"
+    costs: CostOverrides | None = None
+    """Replacements for the cost and power defaults (hardware_profiles/costs.yaml), e.g. a user rack's capex."""
 
     @field_validator("qps")
     @classmethod
@@ -65,12 +70,17 @@ class RunSpec(BaseModel):
 
 
 def load_run_spec(path: Path) -> RunSpec:
-    """Read an experiment YAML; relative deployment and trace paths are relative to the file."""
+    """Read an experiment YAML; relative deployment, trace, hardware, benchmark and model paths are relative to
+    the file."""
     data = read_yaml(path)
     for key in ("deployment", "trace"):
         value = data.get(key)
         if isinstance(value, str) and not Path(value).is_absolute() and (path.parent / value).exists():
             data[key] = str(path.parent / value)
+    for key, kind in (("hardware", "systems"), ("benchmark", "benchmarks"), ("model", "models")):
+        value = data.get(key)
+        if isinstance(value, str) and is_path(value):
+            data[key] = str(resolve(kind, value, str(path), key, path.parent))
     return validate(RunSpec, data, str(path))
 
 
@@ -78,4 +88,9 @@ def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
     """The deployment object and the name of where it came from (for error messages)."""
     if isinstance(spec, Deployment):
         return spec, "deployment"
-    return load_yaml_model(Deployment, Path(spec)), spec
+    path = Path(spec)
+    data = read_yaml(path)
+    software = data.get("software")
+    if isinstance(software, str) and is_path(software):  # a software profile beside the deployment file
+        data["software"] = str(resolve("software", software, spec, "software", path.parent))
+    return validate(Deployment, data, spec), spec

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from gpusim.errors import InputError
-from gpusim.specs.loading import ROOT, catalog, load_named, load_yaml_model
+from gpusim.specs.catalog import load_ref, names, shipped_root
+from gpusim.specs.loading import load_yaml_model
 from gpusim.specs.sourced import Sourced
 
 Dtype = Literal["bf16", "fp8", "fp4"]
 """Tensor-core precisions gpusim models. `fp4` means NVFP4 (block-scaled FP4)."""
 
-PROFILES = ROOT / "hardware_profiles"
+PROFILES = shipped_root("hardware_profiles")
+"""The shipped hardware profiles (the package data `gpusim.hardware_profiles`)."""
 
 
 class _Spec(BaseModel):
@@ -143,36 +144,35 @@ _WIDER: list[Dtype] = ["fp4", "fp8", "bf16"]
 
 
 def system_names() -> list[str]:
-    return list(catalog(PROFILES / "systems"))
+    return names("systems")
 
 
-@cache
-def _system(name: str) -> SystemSpec:
-    return load_named(SystemSpec, PROFILES / "systems", name, "hardware")
+def load_system(name: str, source: str = "command line") -> SystemSpec:
+    """A system profile by name or path; its `gpu`, `nvlink` and `scaleout` may be files beside it."""
+    return load_ref(SystemSpec, "systems", name, "hardware", source,
+                    refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics"})
 
 
-@cache
-def load_gpu(name: str) -> GpuSpec:
-    return load_named(GpuSpec, PROFILES / "gpus", name, "gpu")
+def load_gpu(name: str, source: str = "command line") -> GpuSpec:
+    return load_ref(GpuSpec, "gpus", name, "gpu", source, refs={"nvlink": "fabrics", "scaleout_nic": "fabrics"})
 
 
-@cache
-def load_fabric(name: str) -> FabricSpec:
-    return load_named(FabricSpec, PROFILES / "fabrics", name, "fabric")
+def load_fabric(name: str, source: str = "command line") -> FabricSpec:
+    return load_ref(FabricSpec, "fabrics", name, "fabric", source)
 
 
 def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) -> Hardware:
-    """Resolve system `name` (a file in hardware_profiles/systems/) with its GPU and fabrics."""
+    """Resolve system `name` (a profile name, or a system YAML by path) with its GPU and fabrics."""
     if systems < 1:
         raise InputError("command line", "systems", f"must be a positive integer, got {systems}")
     if oversubscription < 1:
         raise InputError("command line", "oversubscription", f"must be >= 1, got {oversubscription}")
-    sys_spec = _system(name)
+    sys_spec = load_system(name)
     return Hardware(
         system=sys_spec,
-        gpu=load_gpu(sys_spec.gpu),
-        nvlink=load_fabric(sys_spec.nvlink),
-        scaleout=load_fabric(sys_spec.scaleout),
+        gpu=load_gpu(sys_spec.gpu, sys_spec.id),
+        nvlink=load_fabric(sys_spec.nvlink, sys_spec.id),
+        scaleout=load_fabric(sys_spec.scaleout, sys_spec.id),
         systems=systems,
         oversubscription=oversubscription,
     )
@@ -180,7 +180,7 @@ def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) ->
 
 def all_profiles() -> dict[str, list[str]]:
     """Every profile name by kind, for `gpusim list hardware`."""
-    return {kind: list(catalog(PROFILES / kind)) for kind in ("systems", "gpus", "fabrics")}
+    return {kind: names(kind) for kind in ("systems", "gpus", "fabrics")}
 
 
 __all__ = ["Dtype", "FabricSpec", "GpuSpec", "Hardware", "SystemSpec", "load_hardware", "load_yaml_model"]

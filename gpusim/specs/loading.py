@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpusim.errors import InputError, unknown_name
-
-ROOT = Path(__file__).resolve().parents[2]
-"""The repository root, where hardware_profiles/, workloads/ and experiments/ live."""
+from gpusim.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,24 +34,29 @@ def validate(model: type[M], data: dict, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "-"
-        raise InputError(source, field, err["msg"]) from None
+        errors = exc.errors()
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])  # a misspelt name first
+        loc = [str(p) for p in err["loc"] if "[" not in str(p)]  # not pydantic's union-member tags
+        field = ".".join(loc) or "-"
+        message = _unknown_field(model, loc) if err["type"] == "extra_forbidden" else err["msg"]
+        raise InputError(source, field, message) from None
+
+
+def _unknown_field(model: type[BaseModel], loc: list[str]) -> str:
+    """'unknown field; did you mean X?', with the valid fields of the (nested) model that lacks it."""
+    for part in loc[:-1]:
+        info = model.model_fields.get(part)
+        options = getattr(info.annotation, "__args__", (info.annotation,)) if info is not None else ()
+        nested = [a for a in options if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not nested:
+            return "unknown field"
+        model = nested[0]
+    valid = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown field; {hint}valid: {', '.join(valid)}"
 
 
 def load_yaml_model(model: type[M], path: Path) -> M:
     """Read and validate one YAML file."""
     return validate(model, read_yaml(path), str(path))
-
-
-def catalog(folder: Path) -> dict[str, Path]:
-    """Map each `*.yaml` file stem in `folder` to its path."""
-    return {p.stem: p for p in sorted(Path(folder).glob("*.yaml"))}
-
-
-def load_named(model: type[M], folder: Path, name: str, field: str) -> M:
-    """Load the YAML named `name` from `folder`, or fail listing the valid names."""
-    files = catalog(folder)
-    if name not in files:
-        raise unknown_name("command line", field, name, list(files))
-    return load_yaml_model(model, files[name])

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 from pydantic import BaseModel, ConfigDict
 
+from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.hardware import Dtype
-from gpusim.specs.loading import ROOT, catalog, load_named
-
-MODELS = ROOT / "workloads" / "models"
 
 
 class _Spec(BaseModel):
@@ -218,10 +214,9 @@ class ModelSpec(_Spec):
 
 
 def model_names() -> list[str]:
-    return list(catalog(MODELS))
+    return names("models")
 
 
-@cache
-def load_model(name: str) -> ModelSpec:
-    """Load workloads/models/<name>.yaml."""
-    return load_named(ModelSpec, MODELS, name, "model")
+def load_model(name: str, source: str = "command line") -> ModelSpec:
+    """Load workloads/models/<name>.yaml, a `GPUSIM_PATH` model or a model file by path."""
+    return load_ref(ModelSpec, "models", name, "model", source)

@@ -1,26 +1,26 @@
 """Software profiles (hardware_profiles/software/*.yaml): kernel efficiencies and overheads of a serving stack.
 
-These are the only fitted constants of the cost model (DESIGN §3, §5): achievable fractions of the
-hardware's peak bandwidth and FLOPS, the GEMM shape curve, collective efficiencies and latencies, and
-fixed per-kernel / per-step overheads. Each is a `Sourced` with a grade (B measured publicly,
-C derived, D assumed or fitted). A profile may override any constant for one GPU architecture
-(`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture` applies them.
+These are the only fitted constants of the cost model (docs/design.md: Modelling decisions, Accuracy
+discipline): achievable fractions of the hardware's peak bandwidth and FLOPS, the GEMM shape curve,
+collective efficiencies and latencies, and fixed per-kernel / per-step overheads. Each is a `Sourced`
+with a grade (B measured publicly, C derived, D assumed or fitted). A profile may override any constant
+for one GPU architecture (`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture`
+applies them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpusim.specs.catalog import clear_cache, load_ref, names, shipped_dir
 from gpusim.specs.deployment import AdpBalance
-from gpusim.specs.loading import ROOT, catalog, load_named
 from gpusim.specs.sourced import Grade, Sourced
 
-SOFTWARE = ROOT / "hardware_profiles" / "software"
+SOFTWARE = shipped_dir("software")
 
 DEFAULTS: dict[str, str | float] = {
     "hbm_bandwidth_fraction_fp4": "hbm_bandwidth_fraction",
@@ -291,24 +291,20 @@ _OVERLAY: dict[str, SoftwareProfile] = {}
 
 
 def software_names() -> list[str]:
-    """The profiles' names: the files', then any overlaid one without a file."""
-    files = list(catalog(SOFTWARE))
+    """The profiles' names: the shipped and `GPUSIM_PATH` files', then any overlaid one without a file."""
+    files = names("software")
     return files + [n for n in _OVERLAY if n not in files]
 
 
-@cache
-def _read_software(name: str) -> SoftwareProfile:
-    return load_named(SoftwareProfile, SOFTWARE, name, "software")
-
-
-def load_software(name: str) -> SoftwareProfile:
-    """The overlaid profile `name` (`software_overlay`), else hardware_profiles/software/<name>.yaml (read once)."""
-    return _OVERLAY[name] if name in _OVERLAY else _read_software(name)
+def load_software(name: str, source: str = "command line") -> SoftwareProfile:
+    """The overlaid profile `name` (`software_overlay`), else hardware_profiles/software/<name>.yaml, a
+    `GPUSIM_PATH` profile or a software file by path."""
+    return _OVERLAY[name] if name in _OVERLAY else load_ref(SoftwareProfile, "software", name, "software", source)
 
 
 def reload_software() -> None:
     """Forget the profile files read so far (after one is rewritten)."""
-    _read_software.cache_clear()
+    clear_cache()
 
 
 def overlaid() -> tuple[SoftwareProfile, ...]:

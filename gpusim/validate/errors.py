@@ -1,4 +1,5 @@
-"""Absolute percentage errors of predictions against measurements, per partition (DESIGN §5)."""
+"""Absolute percentage errors of predictions against measurements, per partition (docs/design.md: Accuracy
+discipline)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Shipped models and MLPerf benchmarks, installed as `gpusim.workloads`."""
