@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,12 +253,32 @@ def execute(points: list[Point], workers: int | None = None, scheduler: str | No
     if workers == 1:
         yield from map(run_point, points)
         return
+    yield from _local(points, workers)
+
+
+def _local(points: list[Point], workers: int) -> Iterator[PointResult]:
+    """`points` on a pool of `workers` processes. A worker process that dies (killed, out of memory, a crash
+    in native code) breaks the whole pool: the points it took down with it run again, each in a process of its
+    own, so that only the point that kills its process is recorded as failed."""
     pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(points)))
+    broken: list[Point] = []
     try:
         futures = {pool.submit(run_point, p): p for p in points}
-        yield from _gather(cf.as_completed(futures), futures)
+        yield from _gather(cf.as_completed(futures), futures, broken)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+    if broken:
+        with cf.ThreadPoolExecutor(max_workers=min(workers, len(broken))) as threads:
+            yield from threads.map(_alone, broken)
+
+
+def _alone(point: Point) -> PointResult:
+    """Run one point in a process of its own; its death is that point's error."""
+    with cf.ProcessPoolExecutor(max_workers=1) as pool:
+        try:
+            return pool.submit(run_point, point).result()
+        except BrokenProcessPool:
+            return PointResult(point.id, error="its worker process died while running it (killed or crashed)")
 
 
 def _on_dask(points: list[Point], scheduler: str) -> Iterator[PointResult]:
@@ -276,10 +297,16 @@ def _on_dask(points: list[Point], scheduler: str) -> Iterator[PointResult]:
         client.close()
 
 
-def _gather(finished: Iterable, points: dict) -> Iterator[PointResult]:
+def _gather(finished: Iterable, points: dict, broken: list[Point] | None = None) -> Iterator[PointResult]:
+    """Each finished future's result, or its error; with `broken`, points lost to a broken process pool go
+    there instead (to run again)."""
     for fut in finished:
         try:
             yield fut.result()
+        except BrokenProcessPool:
+            if broken is None:
+                raise
+            broken.append(points[fut])
         except Exception as exc:
             yield PointResult(points[fut].id, error=error_text(exc))
 

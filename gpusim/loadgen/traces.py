@@ -25,6 +25,8 @@ from gpusim.loadgen.workload import Workload
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 MOONCAKE = ("timestamp", "input_length", "output_length")
+MAX_TOKENS = 10**9
+"""Most tokens one request may have: past it a count is a typo (and would overflow an int64 sum)."""
 FORMATS = (
     "Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens), "
     "Vidur CSV (arrived_at, num_prefill_tokens, num_decode_tokens), "
@@ -81,9 +83,8 @@ def _read_csv(path: Path, limit: int | None) -> tuple[np.ndarray, np.ndarray, np
         ns = t.to_numpy().astype("datetime64[ns]").astype(np.int64)
         arrival = (ns - ns[0]) / 1e9
     else:
-        t = pd.to_numeric(df[time_col], errors="coerce")
-        _check_parsed(src, time_col, df[time_col], t.isna().to_numpy(), "a number of seconds")
-        secs = t.to_numpy(dtype=np.float64)
+        secs = pd.to_numeric(df[time_col], errors="coerce").to_numpy(dtype=np.float64)
+        _check_parsed(src, time_col, df[time_col], ~np.isfinite(secs), "a finite number of seconds")
         arrival = secs - secs[0]
     isl = _tokens(src, in_col, df[in_col], clamp_zero=False)
     osl = _tokens(src, out_col, df[out_col], clamp_zero=True)
@@ -103,8 +104,8 @@ def _check_parsed(
 
 def _tokens(src: str, col: str, raw: pd.Series, clamp_zero: bool, lines: np.ndarray | None = None) -> np.ndarray:
     v = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(v) | (v != np.rint(v)) | (v < 0) | ((v == 0) & (not clamp_zero))
-    _check_parsed(src, col, raw, bad, "a token count (a whole number >= 1)", lines)
+    bad = ~np.isfinite(v) | (v != np.rint(v)) | (v < 0) | ((v == 0) & (not clamp_zero)) | (v > MAX_TOKENS)
+    _check_parsed(src, col, raw, bad, f"a token count (a whole number from 1 to {MAX_TOKENS:.0e})", lines)
     return np.maximum(v.astype(np.int64), 1)
 
 

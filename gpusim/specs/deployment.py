@@ -14,19 +14,19 @@ class Parallelism(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tp: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=2**16)
     """Tensor parallelism: GPUs sharing each layer (attention heads, dense FFN)."""
-    pp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1, le=2**16)
     """Pipeline stages."""
-    ep: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1, le=2**16)
     """Expert parallelism across the TP group (experts split `ep` ways, each expert `tp/ep` ways)."""
     attention_dp: bool = False
     """Attention data parallelism: each of the `tp` ranks runs attention for its own requests."""
-    instances: int | None = Field(None, ge=1)
+    instances: int | None = Field(None, ge=1, le=2**16)
     """Replicas; None fills the hardware (floor(GPUs / (tp·pp)), or the GPUs left to this role)."""
-    max_batch_size: int = Field(256, ge=1)
+    max_batch_size: int = Field(256, ge=1, le=2**20)
     """Most sequences in one step, per instance."""
-    max_num_tokens: int = Field(8192, ge=1)
+    max_num_tokens: int = Field(8192, ge=1, le=2**22)
     """Token budget of one step (prefill chunk tokens + one per decode sequence)."""
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.analysis.energy import CostOverrides
+from gpusim.errors import InputError, unknown_name
 from gpusim.specs.catalog import is_path, resolve
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.loading import read_yaml, validate
@@ -24,27 +25,28 @@ class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     hardware: str = "gb300-nvl72"
-    systems: int = Field(1, ge=1)
+    systems: int = Field(1, ge=1, le=10**4)
     benchmark: str = "deepseek-r1"
     model: str | None = None
     """Serve this model instead of the benchmark's (for traces and closed-loop runs; gpusim list models)."""
     scenario: Scenario = "offline"
     qps: float | Literal["peak"] | None = None
-    """Poisson arrival rate for server and interactive (queries per second), or `peak`: the highest rate that
-    passes LoadGen's rules on this deployment (`gpusim.search.peak_qps`, as `gpusim mlperf` finds it)."""
-    concurrency: int | None = Field(None, ge=1)
-    isl: int | None = Field(None, ge=1)
-    osl: int | None = Field(None, ge=1)
+    """Poisson arrival rate for server and interactive (queries per second, at most 1e7), or `peak`: the
+    highest rate that passes LoadGen's rules on this deployment (`gpusim.search.peak_qps`, as `gpusim mlperf`
+    finds it)."""
+    concurrency: int | None = Field(None, ge=1, le=10**7)
+    isl: int | None = Field(None, ge=1, le=10**8)
+    osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
     deployment: str | Deployment | None = None
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
-    duration_s: float | None = Field(None, gt=0)
+    duration_s: float | None = Field(None, gt=0, le=1e7)
     """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default); Offline: the min duration
     LoadGen sizes the run for (by default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
-    samples: int | None = Field(None, ge=1)
+    samples: int | None = Field(None, ge=1, le=10**8)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, lt=2**63)
     """Seed of the workload's random draws (numpy's generators take non-negative seeds)."""
     oversubscription: float = Field(1.0, ge=1)
     """Scale-out fat tree: cross-system traffic shares the NIC bandwidth divided by this."""
@@ -55,8 +57,8 @@ class RunSpec(BaseModel):
     @field_validator("qps")
     @classmethod
     def _positive_or_peak(cls, qps: float | str | None) -> float | str | None:
-        if isinstance(qps, float | int) and not qps > 0:
-            raise ValueError(f"must be > 0 or 'peak', got {qps}")
+        if isinstance(qps, float | int) and not 0 < qps <= 1e7:
+            raise ValueError(f"must be in (0, 1e7] or 'peak', got {qps}")
         return qps
 
     @model_validator(mode="after")
@@ -81,16 +83,38 @@ def load_run_spec(path: Path) -> RunSpec:
         value = data.get(key)
         if isinstance(value, str) and is_path(value):
             data[key] = str(resolve(kind, value, str(path), key, path.parent))
-    return validate(RunSpec, data, str(path))
+    spec = validate(RunSpec, data, str(path))
+    _check_names(spec, str(path))
+    dep = spec.deployment
+    if isinstance(dep, str) and dep not in ("best", "default") and not Path(dep).is_file():
+        raise InputError(str(path), "deployment", f"no deployment file {dep!r}; valid: a deployment YAML, best or "
+                         "default")
+    return spec
+
+
+def _check_names(spec: RunSpec, source: str) -> None:
+    """The profiles an experiment names exist (the error names the experiment file, not the command line)."""
+    from gpusim.specs.benchmark import benchmark_names
+    from gpusim.specs.hardware import system_names
+    from gpusim.specs.model import model_names
+
+    for field, names in (("hardware", system_names), ("benchmark", benchmark_names), ("model", model_names)):
+        value = getattr(spec, field)
+        if value is not None and not is_path(value) and value not in names():
+            raise unknown_name(source, field, value, names())
 
 
 def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
     """The deployment object and the name of where it came from (for error messages)."""
     if isinstance(spec, Deployment):
         return spec, "deployment"
+    from gpusim.specs.software import software_names
+
     path = Path(spec)
     data = read_yaml(path)
     software = data.get("software")
     if isinstance(software, str) and is_path(software):  # a software profile beside the deployment file
         data["software"] = str(resolve("software", software, spec, "software", path.parent))
+    elif isinstance(software, str) and software not in software_names():
+        raise unknown_name(spec, "software", software, software_names())
     return validate(Deployment, data, spec), spec

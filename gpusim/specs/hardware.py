@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpusim.errors import InputError
-from gpusim.specs.catalog import load_ref, names, shipped_root
+from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_root
 from gpusim.specs.loading import load_yaml_model
-from gpusim.specs.sourced import Sourced
+from gpusim.specs.sourced import Sourced, non_negative, positive
 
 Dtype = Literal["bf16", "fp8", "fp4"]
 """Tensor-core precisions gpusim models. `fp4` means NVFP4 (block-scaled FP4)."""
@@ -40,6 +40,15 @@ class GpuSpec(_Spec):
     """Fabric id of the GPU's scale-out NIC (hardware_profiles/fabrics/)."""
     tdp_w: Sourced
 
+    _positive = field_validator("hbm_capacity_gib", "hbm_bandwidth_tbps", "tdp_w")(positive)
+
+    @field_validator("dense_tflops")
+    @classmethod
+    def _positive_flops(cls, v: dict[Dtype, Sourced]) -> dict[Dtype, Sourced]:
+        for s in v.values():
+            positive(s)
+        return v
+
 
 class FabricSpec(_Spec):
     """An interconnect: NVLink generation or an InfiniBand NIC generation, per GPU."""
@@ -56,6 +65,9 @@ class FabricSpec(_Spec):
     sharp: bool = False
     """In-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) available."""
 
+    _positive = field_validator("bandwidth_gbps_per_dir")(positive)
+    _non_negative = field_validator("latency_us", "switch_latency_us")(non_negative)
+
 
 class SystemSpec(_Spec):
     """A system: GPUs in NVLink domains, CPUs, scale-out NICs, power."""
@@ -63,17 +75,19 @@ class SystemSpec(_Spec):
     id: str
     name: str
     gpu: str
-    gpus: int
+    gpus: int = Field(ge=1, le=2**16)
     """GPUs in one system (a rack for NVL72, a node for HGX)."""
-    nvlink_domain_gpus: int
+    nvlink_domain_gpus: int = Field(ge=1, le=2**16)
     cpu: str | None = None
-    cpus: int = 0
+    cpus: int = Field(0, ge=0)
     nvlink: str
     scaleout: str
     power_kw: Sourced
     """Power of the whole system at full load (rack or node), kW."""
     form_factor: Literal["hgx", "rack"]
     source: str | None = None
+
+    _positive = field_validator("power_kw")(positive)
 
 
 class Hardware(_Spec):
@@ -148,9 +162,14 @@ def system_names() -> list[str]:
 
 
 def load_system(name: str, source: str = "command line") -> SystemSpec:
-    """A system profile by name or path; its `gpu`, `nvlink` and `scaleout` may be files beside it."""
-    return load_ref(SystemSpec, "systems", name, "hardware", source,
+    """A system profile by name or path; its `gpu`, `nvlink` and `scaleout` may be files beside it. A shipped
+    or `GPUSIM_PATH` profile's id must be its file's name."""
+    spec = load_ref(SystemSpec, "systems", name, "hardware", source,
                     refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics"})
+    if not is_path(name) and spec.id != name:
+        raise InputError(str(resolve("systems", name, source, "hardware")), "id",
+                         f"{spec.id!r} is not the file's name; valid: {name!r}")
+    return spec
 
 
 def load_gpu(name: str, source: str = "command line") -> GpuSpec:

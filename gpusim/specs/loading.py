@@ -20,6 +20,10 @@ def read_yaml(path: Path) -> dict:
         data = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise InputError(str(path), "-", "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "-", "is a directory, not a YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), "-", f"not UTF-8 text (byte {exc.start}): not a YAML file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.hardware import Dtype
+
+Size = Annotated[int, Field(ge=1, le=10**7)]
+"""A width, a head count, a layer count: at least one, and not astronomically many."""
+Count = Annotated[int, Field(ge=0, le=10**7)]
+"""A count that may be zero."""
 
 
 class _Spec(BaseModel):
@@ -15,21 +22,21 @@ class _Spec(BaseModel):
 class MLA(_Spec):
     """Multi-head latent attention (DeepSeek-V2/V3): a compressed latent is cached instead of K and V."""
 
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
+    q_lora_rank: Size | None
+    kv_lora_rank: Size
+    qk_nope_head_dim: Size
+    qk_rope_head_dim: Size
+    v_head_dim: Size
 
 
 class MoE(_Spec):
     """Mixture of experts in every layer from `first_dense_layers` on."""
 
-    num_experts: int
-    top_k: int
-    expert_intermediate_size: int
-    shared_experts: int = 0
-    first_dense_layers: int = 0
+    num_experts: Size
+    top_k: Size
+    expert_intermediate_size: Size
+    shared_experts: Count = 0
+    first_dense_layers: Count = 0
     """Leading layers with a dense FFN of `ModelSpec.intermediate_size` instead of experts."""
     min_activations: Dtype | None = None
     """Narrowest activation precision the experts' kernels take: narrower deployments run the expert
@@ -41,13 +48,13 @@ class LinearAttention(_Spec):
     """Gated DeltaNet layers (Qwen3.5, Qwen3-Next): a fixed-size recurrent state per sequence replaces the
     KV cache; a short causal convolution runs over q, k and v."""
 
-    layers: int
+    layers: Count
     """How many of the model's layers are linear attention (the others are full attention)."""
-    num_key_heads: int
-    key_head_dim: int
-    num_value_heads: int
-    value_head_dim: int
-    conv_kernel: int = 4
+    num_key_heads: Size
+    key_head_dim: Size
+    num_value_heads: Size
+    value_head_dim: Size
+    conv_kernel: Count = 4
     state_bytes: float = 4.0
     """Bytes per recurrent-state value (fp32)."""
 
@@ -75,24 +82,24 @@ class ModelSpec(_Spec):
     id: str
     name: str
     hf_id: str
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_kv_heads: int
-    head_dim: int
-    vocab_size: int
-    intermediate_size: int = 0
+    num_layers: Size
+    hidden_size: Size
+    num_attention_heads: Size
+    num_kv_heads: Size
+    head_dim: Size
+    vocab_size: Size
+    intermediate_size: Count = 0
     """Dense FFN width (SwiGLU: gate, up and down matrices)."""
     mla: MLA | None = None
     moe: MoE | None = None
-    sliding_window: int | None = None
-    sliding_layers: int = 0
+    sliding_window: Size | None = None
+    sliding_layers: Count = 0
     """How many layers attend only to the last `sliding_window` tokens."""
     linear_attention: LinearAttention | None = None
     attention_output_gate: bool = False
     """Full attention gates its output by a sigmoid of a second query-sized projection (Qwen3.5)."""
     tied_embeddings: bool = False
-    mtp_layers: int = 0
+    mtp_layers: Count = 0
     """Multi-token-prediction modules (DeepSeek-V3: one extra MoE layer plus a projection)."""
     mtp_acceptance: list[float] | None = None
     """Default acceptance per draft depth when the MTP module drafts (what searches try; see `mtp_source`)."""
