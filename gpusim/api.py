@@ -2,38 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
-
-from gpusim.analysis.activity import timeline_frame, typical_steps
-from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.metrics import summarize
 from gpusim.build import Setup, prepare
-from gpusim.loadgen import scenarios
-from gpusim.loadgen.traces import read_trace
-from gpusim.loadgen.workload import Workload
-from gpusim.perf.table_step import TableStepCostModel
-from gpusim.sim.cluster import SimStats
-from gpusim.specs.benchmark import BenchmarkSpec
+from gpusim.errors import InputError
+from gpusim.simulation import Result, run_setup
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import RunSpec
-
-
-@dataclass
-class Result:
-    """A finished run: the JSON summary, one row per request, and engine counters."""
-
-    summary: dict
-    requests: pd.DataFrame
-    stats: SimStats
-    timeline: pd.DataFrame | None = None
-    """Engine activity binned over simulated time (gpusim.analysis.activity)."""
-    steps: dict = field(default_factory=dict)
-    """Where the time of a typical decode step and prefill chunk goes (gpusim.analysis.activity)."""
 
 
 def run(
@@ -50,82 +23,57 @@ def run(
     return run_spec(spec)
 
 
-def run_spec(spec: RunSpec, source: str = "command line") -> Result:
-    """Simulate the run that `spec` describes."""
-    setup = prepare(spec.hardware, spec.benchmark, spec.systems, spec.deployment, source, spec.oversubscription,
-                    spec.model, spec.timing)
+def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> Result:
+    """Simulate the run that `spec` describes; `deployment: best` first finds (or recalls) the searched best
+    deployment for the spec's scenario (`gpusim.best`), its contenders `workers` at a time."""
+    best = spec.deployment == "best"
+    if isinstance(spec.deployment, Deployment):  # hand-written in Python or inline in an experiment YAML
+        spec = spec.model_copy(update={"deployment": _completed(spec, source)})
+    setup = prepare(spec.hardware, spec.benchmark, spec.systems, None if best else spec.deployment, source,
+                    spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
+    if best:
+        setup = setup.with_deployment(best_deployment(setup, spec.scenario, spec.seed, source, workers))
+    if spec.qps == "peak":
+        return _at_peak(setup, spec, source)
     return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
 
 
-def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
-    """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
-    workload = build_workload(spec, setup.bench, expected_qps)
-    records, stats, wall = setup.simulate(workload)
-    summary = summarize_run(spec, setup, workload, records, stats, wall)
-    return Result(summary=summary, requests=records, stats=stats,
-                  timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
-                  steps=typical_steps(setup, stats, workload))
+def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
+    """The run at the deployment's peak valid QPS (LoadGen's bisection, confirmed at the run's full length)."""
+    from gpusim.loadgen.rules import SERVER_LIKE
+    from gpusim.search import peak_qps
+
+    if spec.scenario not in SERVER_LIKE:
+        raise InputError(source, "qps", f"peak is searched for server or interactive, not {spec.scenario}")
+    peak = peak_qps(setup, spec.scenario, spec.duration_s, spec.seed)
+    if peak.search.peak <= 0:
+        raise InputError(source, "qps", f"no QPS of {setup.deployment.name} passes the {spec.scenario} limits")
+    result = peak.trial.result
+    result.summary.update(target_qps=peak.search.peak, peak_qps=peak.search.peak)
+    return result
 
 
-def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,
-                  wall: float) -> dict:
-    """The JSON summary of a finished run."""
-    hw, dep, bench = setup.hardware, setup.deployment, setup.bench
-    summary = {
-        "hardware": hw.id,
-        "systems": hw.systems,
-        "num_gpus": setup.num_gpus,
-        "hardware_gpus": hw.num_gpus,
-        "benchmark": bench.id,
-        "model": setup.model.id,
-        "scenario": spec.scenario,
-        "target_qps": spec.qps,
-        "deployment": dep.model_dump(),
-        "instances": stats.instances,
-        "pools": [{"role": p.role, "instances": p.count, "gpus_per_instance": p.deployment.gpus_per_instance,
-                   "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
-        "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
-        **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
-        "issued_requests": len(workload),
-        "preemptions": int(records["preemptions"].sum()),
-        "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
-        "prefix_hit_rate": stats.prefix_hit_rate,
-        "seed": spec.seed,
-        "timing": setup.timing,
-        "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
-        "wall_s": wall,
-    }
-    summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
-    return _plain(summary)
+def _completed(spec: RunSpec, source: str) -> Deployment:
+    from gpusim.deploy import complete, default_deployment
+    from gpusim.specs.benchmark import load_benchmark
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    model = load_model(spec.model or load_benchmark(spec.benchmark).model)
+    default = default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
+    return complete(spec.deployment, default, source)
 
 
-def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:
-    """The requests a scenario issues; Offline is sized from the expected QPS as LoadGen sizes it for the run's
-    duration (the benchmark's minimum unless `spec.duration_s`)."""
-    if spec.scenario == "offline":
-        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps(), spec.duration_s)
-        return scenarios.offline(bench, spec.seed, samples=samples)
-    if spec.scenario in ("server", "interactive"):
-        return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,
-                                samples=spec.samples)
-    if spec.scenario == "singlestream":
-        return scenarios.single_stream(bench, spec.seed, samples=spec.samples or 100)
-    if spec.scenario == "concurrency":
-        samples = spec.samples or 10 * spec.concurrency
-        return scenarios.closed_loop(spec.concurrency, spec.isl, spec.osl, samples)
-    return read_trace(Path(spec.trace), limit=spec.samples)
+def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "command line",
+                    workers: int = 1) -> Deployment:
+    """The search's best deployment for `setup`'s question in `scenario` (cached on disk, `gpusim.best`)."""
+    from gpusim.best import find_best
+    from gpusim.loadgen.rules import SERVER_LIKE
 
-
-def _plain(d: dict) -> dict:
-    """JSON-safe values: numpy scalars to Python, NaN to None."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if isinstance(v, float) and v != v:
-            v = None
-        out[k] = v
-    return out
+    if scenario not in ("offline", *SERVER_LIKE):
+        raise InputError(source, "deployment", f"best is searched for an MLPerf scenario, not {scenario}; valid: "
+                         "offline, server or interactive, or a deployment file")
+    return find_best(setup, scenario, seed=seed, workers=workers)[0].deployment
 
 
 __all__ = ["Deployment", "Result", "run", "run_spec"]

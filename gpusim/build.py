@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gpusim.deploy import check_deployment, default_deployment, pool_counts, roles
+from gpusim.deploy import check_deployment, complete, default_deployment, pool_counts, roles
 from gpusim.errors import InputError
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
@@ -108,14 +108,20 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
-            timing: Timing = "roofline") -> Setup:
-    """Load profiles by name and build the setup; the default deployment when none is given. `model`
-    replaces the benchmark's model (the benchmark still gives the dataset and latency limits)."""
+            timing: Timing = "roofline", scenario: str | None = None) -> Setup:
+    """Load profiles by name and build the setup. Without a deployment (or with `default`), the default for
+    `scenario` (`default_deployment`); a deployment file takes what it does not state from that default
+    (`complete`); a Deployment object is used as it is. `model` replaces the benchmark's model (the benchmark
+    still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
     model = load_model(model or bench.model)
-    if deployment is None:
-        dep, dep_source = default_deployment(hw, model), source
-    else:
+    default = default_deployment(hw, model, scenario)
+    if deployment is None or deployment == "default":
+        dep, dep_source = default, source
+    elif isinstance(deployment, str):
         dep, dep_source = load_deployment(deployment)
+        dep = complete(dep, default, dep_source)
+    else:
+        dep, dep_source = deployment, "deployment"
     return make_setup(hw, bench, model, dep, dep_source, timing)

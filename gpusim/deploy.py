@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from gpusim.defaults import searched_default
 from gpusim.errors import InputError
 from gpusim.perf.memory import plan_memory
 from gpusim.sim.instance import Role
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
+from gpusim.specs.loading import validate
 from gpusim.specs.model import ModelSpec
 
 WEIGHT_SHARE = 0.5
@@ -80,8 +82,44 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
         raise InputError(source, f"{prefix}ep", f"ep {d.ep} exceeds {model.id}'s {model.moe.num_experts} experts")
 
 
-def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
-    """The smallest power-of-two TP group whose weights take at most half of HBM.
+SEARCHED_AS = {"offline": "offline", "server": "server", "trace": "server", "concurrency": "server"}
+"""Which searched default (hardware_profiles/defaults/) serves each scenario: traces and closed-loop runs are
+served like Server."""
+
+
+def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
+                       software: str = "trtllm") -> Deployment:
+    """What a submitter would run: the shipped searched deployment for `scenario` (`gpusim.defaults`), else
+    `rule_deployment`."""
+    searched = searched_default(hw, model.id, SEARCHED_AS.get(scenario or "offline", scenario or ""), software)
+    return searched if searched is not None else rule_deployment(hw, model)
+
+
+def complete(given: Deployment, default: Deployment, source: str) -> Deployment:
+    """A hand-written deployment with every field it does not state taken from `default`: precisions, software,
+    serving knobs and, where it states no layout, the layout. Where it states a layout (tp, pp, ep, attention
+    DP, pools), its unstated batch limits are the default's per attention rank times its own ranks, and the
+    default's layout-bound features (MTP, balance, batch wait, redundant experts) are not carried over."""
+    stated = given.model_fields_set
+    layout = stated & LAYOUT_FIELDS
+    data = given.model_dump()
+    for name in Deployment.model_fields:
+        if name in stated or (layout and name in LAYOUT_FIELDS | LAYOUT_BOUND):
+            continue
+        if layout and name in ("max_batch_size", "max_num_tokens"):
+            data[name] = max(1, getattr(default, name) // default.attention_ranks * given.attention_ranks)
+        else:
+            data[name] = getattr(default, name)
+    return validate(Deployment, data, source)
+
+
+LAYOUT_FIELDS = {"tp", "pp", "ep", "attention_dp", "instances", "mode", "prefill", "decode"}
+LAYOUT_BOUND = {"name", "mtp", "adp_balance", "batch_wait", "redundant_experts", "expert_imbalance"}
+
+
+def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
+    """The smallest power-of-two TP group whose weights take at most half of HBM (for hardware or models without
+    a searched default).
 
     Precision: NVFP4 weights and activations (W4A4, as TensorRT-LLM's NVFP4 checkpoints in MLPerf
     submissions on Blackwell run) where the GPU has FP4 tensor cores, FP8 otherwise; FP8 KV cache.
@@ -91,26 +129,34 @@ def default_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     attention-DP ranks.
     """
     weights = "fp4" if hw.supports("fp4") else "fp8"
-    tp = 1
-    while True:
+    fits = None
+    for tp, pp in _shapes(hw):
         attention_dp = model.mla is not None and tp > 1
         ranks = tp if attention_dp else 1
         dep = Deployment(
-            name=f"default-tp{tp}",
+            name=f"default-tp{tp}" + (f"-pp{pp}" if pp > 1 else ""),
             weights=weights,
             activations=weights,
             tp=tp,
+            pp=pp,
             ep=tp if model.moe is not None else 1,
             attention_dp=attention_dp,
             max_batch_size=256 * ranks,
             max_num_tokens=8192 * ranks,
         )
-        plan = plan_memory(hw, model, dep) if 2 * tp > hw.domain_gpus else _try_plan(hw, model, dep)
+        plan = _try_plan(hw, model, dep)
         if plan is not None and plan.weights_per_gpu <= WEIGHT_SHARE * hw.hbm_bytes:
             return dep
-        if 2 * tp > hw.domain_gpus:
-            return dep
-        tp *= 2
+        fits = fits or (dep if plan is not None else None)
+    return fits or dep  # the largest group even if it does not fit: plan_memory then says by how much
+
+
+def _shapes(hw: Hardware) -> list[tuple[int, int]]:
+    """(tp, pp) in the order the rule tries them: TP groups within the NVLink domain, then pipeline stages
+    of a full domain across systems."""
+    tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= hw.domain_gpus]
+    pps = [p for p in (2, 4, 8) if tps[-1] * p <= hw.num_gpus]
+    return [(t, 1) for t in tps] + [(tps[-1], p) for p in pps]
 
 
 def _try_plan(hw: Hardware, model: ModelSpec, dep: Deployment):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TypeVar
 
 Job = TypeVar("Job")
@@ -20,4 +20,16 @@ def parallel_map(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) ->
     return [fn(j) for j in jobs]
 
 
-__all__ = ["parallel_map"]
+def parallel_imap(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -> Iterator[tuple[int, Out]]:
+    """(index, `fn(job)`) for each job as it finishes, over `workers` processes (in order with one worker)."""
+    jobs = list(jobs)
+    if workers <= 1 or len(jobs) <= 1:
+        yield from ((i, fn(j)) for i, j in enumerate(jobs))
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(fn, j): i for i, j in enumerate(jobs)}
+        for f in as_completed(futures):
+            yield futures[f], f.result()
+
+
+__all__ = ["parallel_imap", "parallel_map"]

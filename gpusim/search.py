@@ -27,16 +27,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from gpusim.analysis.metrics import loadgen_rates
-from gpusim.api import Result, run_setup
 from gpusim.build import Setup
 from gpusim.deploy import check_deployment, roles
 from gpusim.errors import InputError
 from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import instance_rate
 from gpusim.perf.memory import plan_memory
+from gpusim.simulation import Result, run_setup
 from gpusim.specs.benchmark import BenchmarkSpec
 from gpusim.specs.deployment import MTP, Deployment, Parallelism
 from gpusim.specs.experiment import RunSpec
@@ -48,8 +50,9 @@ Log = Callable[[str], None]
 GROWTH = 1.25
 """Bracketing factor from the analytic estimate (LoadGen doubles; the estimate is usually within 25%,
 and an overloaded run costs more to simulate than a valid one)."""
-WALK_DOWN = 0.97
-"""When the full run at the short-run peak is INVALID, full runs step down by this factor until VALID."""
+WALK_DOWN = 0.9
+"""When the full run at the short-run peak is INVALID, full runs step down by this factor until VALID, then
+bisect: DeepSeek-R1's short runs can be lenient by a third, as its long outputs fill the KV cache slowly."""
 MIN_SEARCH_S = 60.0
 TPOT_MARGIN = 0.8
 """The analytic screen keeps the estimated mean TPOT under this share of the p99 limit."""
@@ -159,33 +162,68 @@ class PeakSearch:
 
 def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: float = 0.01,
                   lo: float | None = None, hi: float | None = None, floor: float = 1e-3,
-                  growth: float = 2.0) -> PeakSearch:
+                  growth: float = 2.0, grid: float | None = None) -> PeakSearch:
     """LoadGen's FindPeakPerformance on any verdict function: bracket by growing/shrinking `start` by
     `growth` (LoadGen doubles), then bisect until hi/lo − 1 ≤ rel_tol. A known bracket (`lo` VALID,
-    `hi` INVALID) skips the bracketing."""
-    tried: list[tuple[float, bool]] = []
+    `hi` INVALID) skips the bracketing.
 
-    def valid(q: float) -> bool:
-        ok = is_valid(q)
-        tried.append((q, ok))
+    Every rate tried lies on one geometric grid, `grid`^k (default 1 + rel_tol), so searches that start
+    from different estimates or brackets end on the same grid point wherever the verdict flips once:
+    a coarse ranking search continued to the final tolerance equals a fresh search of that tolerance."""
+    tried: list[tuple[float, bool]] = []
+    ratio = math.log(grid or 1 + rel_tol)
+    given: dict[int, float] = {}  # a given bracket's ends keep their own values
+
+    def rate(k: int) -> float:
+        return given.get(k, math.exp(k * ratio))
+
+    def valid(k: int) -> bool:
+        ok = is_valid(rate(k))
+        tried.append((rate(k), ok))
         return ok
 
+    step = max(1, round(math.log(growth) / ratio))
+    width = max(1, math.floor(math.log(1 + rel_tol) / ratio + 1e-9))
     if lo is None or hi is None:
-        q = max(start, floor)
-        if valid(q):
-            lo, hi = q, growth * q
-            while valid(hi):
-                lo, hi = hi, growth * hi
+        k = round(math.log(max(start, floor)) / ratio)
+        if valid(k):
+            klo, khi = k, k + step
+            while valid(khi):
+                klo, khi = khi, khi + step
         else:
-            lo, hi = q / growth, q
-            while not valid(lo):
-                lo, hi = lo / growth, lo
-                if lo < floor:
-                    return PeakSearch(0.0, hi, tried)
-    while hi / lo - 1 > rel_tol:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if valid(mid) else (lo, mid)
-    return PeakSearch(lo, hi, tried)
+            klo, khi = k - step, k
+            while not valid(klo):
+                klo, khi = klo - step, klo
+                if rate(klo) < floor:
+                    return PeakSearch(0.0, rate(khi), tried)
+    else:
+        klo = round(math.log(lo) / ratio)
+        khi = max(klo + 1, round(math.log(hi) / ratio))
+        given.update({klo: lo, khi: hi})
+    while khi - klo > width:
+        mid = (klo + khi) // 2
+        klo, khi = (mid, khi) if valid(mid) else (klo, mid)
+    return PeakSearch(rate(klo), rate(khi), tried)
+
+
+CAPACITY_MARGIN = 0.97
+"""After an overloaded full run, the walk-down resumes this far below the rate the run measurably served."""
+
+
+def served_qps(t: Trial) -> float | None:
+    """The request rate an overloaded run sustained in its steady window (steady output tokens/s over the mean
+    output of its requests); None when it was not overloaded (it kept up with its arrivals)."""
+    s = t.result.summary
+    rate, mean_osl = s.get("steady_output_tokens_per_s"), t.result.requests["output_tokens"].mean()
+    if not rate or not mean_osl or t.qps is None:
+        return None
+    served = rate / mean_osl
+    return served if served < t.qps else None
+
+
+def _on_grid(factor: float, grid: float) -> float:
+    """`factor` rounded to a whole number of grid steps (at least one)."""
+    return grid ** min(-1, round(math.log(factor) / math.log(grid))) if factor < 1 else factor
 
 
 @dataclass
@@ -204,7 +242,7 @@ class PeakResult:
 
 def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, rel_tol: float = 0.01,
              confirm: bool = True, start: float | None = None, bracket: tuple[float, float] | None = None,
-             log: Log = _quiet, latencies: float = 2.0) -> PeakResult:
+             log: Log = _quiet, latencies: float = 2.0, grid: float | None = None) -> PeakResult:
     """The highest Poisson QPS whose run is VALID: short-run bisection, then a full-duration confirmation.
 
     Short runs last `latencies` mean valid latencies (`search_duration_s`)."""
@@ -223,7 +261,7 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
     lo, hi = bracket or (None, None)
     if lo is not None and not judged(lo, short):  # a bracket from shorter runs: its low end must hold here
         lo, hi, est = None, None, lo * 0.8
-    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH)
+    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH, grid=grid)
     runs = len(search.tried) + (bracket is not None)
     if search.peak <= 0:
         return PeakResult(setup, trials[search.lowest_invalid], search, trials[search.lowest_invalid].checks.reason,
@@ -236,10 +274,15 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
     if short < full or search.peak not in trials:
         runs += 1
         if not judged(search.peak, full):  # the short runs were too lenient: walk down at full duration
-            hi, lo = search.peak, search.peak * WALK_DOWN
+            g = grid or 1 + rel_tol
+            step = _on_grid(WALK_DOWN, g)
+            hi, lo = search.peak, search.peak * step
+            served = served_qps(trials[hi])  # an overloaded run serves its capacity: start just below it
+            if served is not None and served * CAPACITY_MARGIN < lo:
+                lo = hi * _on_grid(served * CAPACITY_MARGIN / hi, g)
             runs += 1
             while not judged(lo, full):
-                hi, lo, runs = lo, lo * WALK_DOWN, runs + 1
+                hi, lo, runs = lo, lo * step, runs + 1
                 if lo < 1e-3:
                     return PeakResult(setup, trials[hi], search, trials[hi].checks.reason, False, runs)
             below = find_peak_qps(lambda q: judged(q, full), lo, rel_tol, lo=lo, hi=hi)
@@ -299,9 +342,10 @@ def _default_mtp(model: ModelSpec) -> MTP | None:
 def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
     """Aggregated and disaggregated layouts before the fit check (see `candidate_deployments`)."""
     weights = [w for w in ("fp4", "fp8") if hw.supports(w)]
+    span = hw.domain_gpus if hw.systems == 1 else hw.num_gpus  # pipeline stages may span systems
     for w in weights:
         for tp in (t for t in POW2 if t <= hw.domain_gpus):
-            for pp in (p for p in (1, 2) if tp * p <= hw.domain_gpus):
+            for pp in (p for p in (1, 2, 4) if tp * p <= span):
                 eps = sorted({tp, 1}) if model.moe is not None else [1]
                 for ep in (e for e in eps if model.moe is None or e <= model.moe.num_experts):
                     for adp in ([False, True] if model.moe is not None and tp > 1 else [False]):
@@ -357,11 +401,15 @@ class SearchResult:
     """Candidates that fit and went through the analytic screen."""
 
 
-def search_deployments(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0,
-                       screen: int = 3, finalists: int = 1, rel_tol: float = 0.01, log: Log = _quiet,
-                       gpus: int | None = None) -> SearchResult:
-    """The best deployment for `base`'s hardware and benchmark in `scenario` (see the module docstring),
-    on at most `gpus` GPUs (`candidate_deployments`); candidates run with `base`'s software profile."""
+SHORT_OFFLINE_S = 600.0
+"""Offline contenders are first ranked on runs sized for LoadGen's minimum duration (a quarter of a
+submission-length run); the best `finalists` then run the full length they report."""
+
+
+def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
+              gpus: int | None = None) -> tuple[list[Ranked], int]:
+    """The analytic screen: every candidate that fits, ranked by its steady-state estimate; the best variant
+    of each of the top `screen` layouts, the starting deployment, and (Offline) their balanced variants."""
     est: list[Ranked] = []
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
         dep = dep.model_copy(update={"software": base.deployment.software})
@@ -373,60 +421,81 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
         raise InputError("command line", "search", f"no deployment of {base.model.id} on {base.hardware.id} fits "
                          "and meets the latency limits")
     est.sort(key=lambda r: -r.estimate_qps)
-    shortlist, seen = [], set()
+    short, seen = [], set()
     for r in est:
         if _layout(r.setup.deployment) not in seen:
             seen.add(_layout(r.setup.deployment))
-            shortlist.append(r)
-        if len(shortlist) == screen:
+            short.append(r)
+        if len(short) == screen:
             break
-    if _within(base, gpus) and all(r.setup.deployment != base.deployment for r in shortlist):
-        # the starting deployment is always a contender (when it keeps to the GPU budget)
-        shortlist.append(Ranked(base, expected_qps(base, scenario, seed)))
+    if _within(base, gpus) and all(r.setup.deployment != base.deployment for r in short):
+        short.append(Ranked(base, expected_qps(base, scenario, seed)))  # the starting deployment always competes
     if scenario not in rules.SERVER_LIKE:
         # a submitter tries the attention-DP balance where the software offers it, and keeps what serves more.
         # Only Offline contenders run the full run they report; Server ones are ranked on short runs, whose
         # p99 TTFT does not yet show what holding requests back costs against the limit.
-        shortlist += [Ranked(r.setup.with_deployment(d, d.name), r.estimate_qps) for r in list(shortlist)
-                      if (d := balanced(r.setup.deployment)) is not None]
-    log(f"search: {len(est)} deployments fit; simulating the top {len(shortlist)} (with the given one)")
+        short += [Ranked(r.setup.with_deployment(d, d.name), r.estimate_qps) for r in list(short)
+                  if (d := balanced(r.setup.deployment)) is not None]
+    return short, len(est)
+
+
+def search_deployments(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0,
+                       screen: int = 3, finalists: int = 2, rel_tol: float = 0.01, log: Log = _quiet,
+                       gpus: int | None = None, workers: int = 1) -> SearchResult:
+    """The best deployment for `base`'s hardware and benchmark in `scenario` (see the module docstring),
+    on at most `gpus` GPUs (`candidate_deployments`); candidates run with `base`'s software profile,
+    `workers` contenders at a time in separate processes."""
+    contenders, screened = shortlist(base, scenario, seed, screen, gpus)
+    log(f"search: {screened} deployments fit; simulating the top {len(contenders)} (with the given one)")
     full = duration_s or base.bench.min_duration_s
     if scenario in rules.SERVER_LIKE:
-        for r in shortlist:
-            r.peak = peak_qps(r.setup, scenario, full, seed, rel_tol=RANK_TOL, confirm=False, start=r.estimate_qps,
-                              log=log, latencies=RANK_LATENCIES)
-        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
-        for r in shortlist[:finalists]:
-            if r.peak.search.peak > 0:
-                r.peak = peak_qps(r.setup, scenario, full, seed, RANK_TOL / 2, confirm=False,
-                                  bracket=(r.peak.search.peak, r.peak.search.lowest_invalid), log=log)
-        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
-        win = shortlist[0]
+        job = partial(_coarse_peak, scenario=scenario, full=full, seed=seed, grid=1 + rel_tol)
+        for r, peak in zip(contenders, parallel_map(job, [(r.setup, r.estimate_qps) for r in contenders], workers),
+                           strict=True):
+            r.peak = peak
+            _log_peak(log, peak)
+        contenders.sort(key=lambda r: -_tokens_per_s(r.peak))
+        win = contenders[0]
         if win.peak.search.peak <= 0:
             raise InputError("command line", "search", f"no simulated deployment of {base.model.id} on "
                              f"{base.hardware.id} is VALID at any QPS")
-        best = peak_qps(win.setup, scenario, full, seed, rel_tol, bracket=(win.peak.search.peak,
-                        win.peak.search.lowest_invalid), log=log)
-    else:
-        # Offline: each contender runs the full-duration run it would report. A shorter run issues too
-        # few samples to fill a large-batch layout before the queue drains, so it ranks those last.
-        for r in shortlist:
-            t = trial(r.setup, scenario, None, duration_s, seed)
-            r.peak = PeakResult(r.setup, t, PeakSearch(0.0, 0.0), None, True, 1)
-            log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({full:.0f} s run)")
-        shortlist.sort(key=lambda r: -_tokens_per_s(r.peak))
-        win = shortlist[0]
-        best = win.peak
-    win.peak = best
-    return SearchResult(best, shortlist, len(est))
+        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, bracket=(win.peak.search.peak,
+                            win.peak.search.lowest_invalid), log=log)
+        return SearchResult(win.peak, contenders, screened)
+    short = min(full, SHORT_OFFLINE_S)
+    stages = [(short, contenders), (full, None)] if short < full else [(full, contenders)]
+    for d, group in stages:
+        group = group if group is not None else contenders[:finalists]
+        job = partial(_offline_trial, scenario=scenario, duration_s=d, seed=seed)
+        for r, t in zip(group, parallel_map(job, [r.setup for r in group], workers), strict=True):
+            r.peak = PeakResult(r.setup, t, PeakSearch(0.0, 0.0), None, d == full, 1)
+            log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({d:.0f} s run)")
+        contenders.sort(key=lambda r: (-r.peak.confirmed, -_tokens_per_s(r.peak)))
+    return SearchResult(contenders[0].peak, contenders, screened)
+
+
+def _coarse_peak(job: tuple[Setup, float], scenario: str, full: float, seed: int, grid: float) -> PeakResult:
+    """A ranking peak search (±RANK_TOL on the final grid, short runs) of one contender (process-pool job)."""
+    setup, estimate = job
+    return peak_qps(setup, scenario, full, seed, rel_tol=RANK_TOL, confirm=False, start=estimate,
+                    latencies=RANK_LATENCIES, grid=grid)
+
+
+def _offline_trial(setup: Setup, scenario: str, duration_s: float, seed: int) -> Trial:
+    return trial(setup, scenario, None, duration_s, seed)
+
+
+def _log_peak(log: Log, p: PeakResult) -> None:
+    for q, ok in p.search.tried:
+        log(f"  {p.setup.deployment.name}: {q:,.2f} QPS → {'VALID' if ok else 'INVALID'}")
 
 
 def _within(setup: Setup, gpus: int | None) -> bool:
     """Whether `setup`'s deployment uses at most `gpus` GPUs (None: no budget)."""
     if gpus is None or gpus >= setup.hardware.num_gpus:
         return True
-    dep = setup.deployment
-    return dep.mode == "aggregated" and (dep.instances or 0) * dep.gpus_per_instance <= gpus
+    dep = setup.deployment  # instances None fill the hardware
+    return dep.mode == "aggregated" and dep.instances is not None and dep.instances * dep.gpus_per_instance <= gpus
 
 
 def _tokens_per_s(p: PeakResult | None) -> float:

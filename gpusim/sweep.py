@@ -192,7 +192,7 @@ def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Dep
         from gpusim.specs.model import load_model
 
         base = default_deployment(load_hardware(spec.hardware, spec.systems),
-                                  load_model(load_benchmark(spec.benchmark).model))
+                                  load_model(spec.model or load_benchmark(spec.benchmark).model), spec.scenario)
     else:
         base, _ = load_deployment(spec.deployment)
     data = base.model_dump()

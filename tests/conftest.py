@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_search_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Searches the tests run are cached in a folder of their own, never in the user's cache."""
+    os.environ["GPUSIM_CACHE"] = str(tmp_path_factory.mktemp("gpusim-cache"))
 
 
 @pytest.fixture

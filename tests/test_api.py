@@ -60,3 +60,16 @@ def test_model_override_serves_another_model_with_the_benchmark_limits():
     assert r.summary["model"] == "llama3.1-8b" and r.summary["completed_requests"] == 24
     base = gpusim.run("h200-hgx", "llama2-70b", "concurrency", concurrency=8, isl=512, osl=64, samples=24)
     assert r.summary["tpot_p50_s"] < base.summary["tpot_p50_s"]  # 8B decodes faster than 70B
+
+
+def test_a_deployment_file_that_states_only_its_layout_gets_the_defaults_for_the_rest(tmp_path):
+    from gpusim.build import prepare
+
+    path = tmp_path / "dep.yaml"
+    path.write_text("tp: 4\nep: 4\nattention_dp: true\n")
+    default = prepare("gb300-nvl72", "deepseek-r1", scenario="offline").deployment
+    dep = prepare("gb300-nvl72", "deepseek-r1", deployment=str(path), scenario="offline").deployment
+    assert (dep.tp, dep.ep, dep.attention_dp) == (4, 4, True)
+    assert (dep.weights, dep.activations, dep.kv_cache) == (default.weights, default.activations, default.kv_cache)
+    per_rank = default.max_batch_size // default.attention_ranks
+    assert dep.max_batch_size == per_rank * 4 and dep.mtp is None

@@ -101,3 +101,10 @@ def test_cli_plot(results, tmp_path, capsys):
     assert (tmp_path / "p.png").stat().st_size > 0
     assert main(["plot", "scaling", str(results), "-o", str(tmp_path / "s.png"), "--where", "nocolumn"]) == 2
     assert "COLUMN=VALUE" in capsys.readouterr().err
+
+
+def test_generation_bars_mark_systems_whose_key_numbers_are_derived_or_assumed():
+    from gpusim.analysis.plots import key_grade
+
+    assert key_grade("vr-nvl72") in ("C", "D")  # Rubin's figures are pre-release copies
+    assert key_grade("h100-hgx") in ("A", "B")

@@ -523,3 +523,25 @@ def test_an_empty_or_column_short_csv_is_one_line_of_bad_input(tmp_path, capsys,
     assert main(["validate", kind, str(path), "--json"]) == 2
     err = capsys.readouterr().err
     assert says in err and str(path) in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_mlperf_validation_writes_each_search_as_it_finishes_and_resumes(tmp_path, monkeypatch) -> None:
+    import gpusim.validate.mlperf as vm
+
+    csv = tmp_path / "published.csv"
+    pd.DataFrame([
+        {"round": "v6.1", "accelerator": "NVIDIA H100-SXM-80GB", "num_accelerators": n, "benchmark": "llama3.1-8b",
+         "scenario": "Offline", "value": 3000.0 * n, "unit": "tokens/s"} for n in (1, 2)
+    ]).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    lines: list[str] = []
+    first = validate_mlperf(csv, duration_s=20, out=out, progress=lines.append)
+    log = (out / "searches.jsonl").read_text().splitlines()
+    assert len(log) == 2 and any("[2/2" in s for s in lines)
+    (out / "searches.jsonl").write_text(log[0] + "\n" + log[1][: len(log[1]) // 2])  # killed while writing the 2nd
+    searched = []
+    real = vm.find_best
+    monkeypatch.setattr(vm, "find_best", lambda setup, *a, **k: searched.append(setup.num_gpus) or real(setup, *a, **k))
+    again = validate_mlperf(csv, duration_s=20, out=out)
+    assert len(searched) == 1  # only the search the torn line lost
+    assert [r["predicted"] for r in again["rows"]] == [r["predicted"] for r in first["rows"]]

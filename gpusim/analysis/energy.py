@@ -6,7 +6,8 @@ Power of the hardware, averaged over the run (watts):
     total  = (gpu + other) · PUE                                     at the facility
 where `u` is the mean busy fraction of the instances (engine busy time / simulated time), `idle` and
 `busy` are fractions of TDP, and unused GPUs (not in any instance) idle. Then
-    energy_j_per_token     = total / (output tokens/s)
+    energy_j_per_token     = total / (output tokens/s)       (steady_*: the steady window's rate and busy
+                                                               fraction, gpusim.analysis.steady)
     tokens_per_s_per_mw    = (output tokens/s) / (total / 1e6)
     usd_per_million_tokens = 1e6 · [capex · systems / (years · 365.25 · 86,400 s) + total/1e3 · $/kWh / 3,600 s]
                              / (output tokens/s)
@@ -74,7 +75,7 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
                     overrides: Mapping | None = None) -> dict[str, float | None]:
     """Average power, energy per token, tokens/s per MW and $ per million output tokens of one run.
 
-    The $ figure is None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
+    The $ figures are None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
 
     `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
     None when the run produced no tokens.
@@ -91,22 +92,38 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
         capex = costs.capex_usd[hardware.id].value
 
     util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
-    tdp = hardware.gpu.tdp_w.value
     used = min(int(summary.get("num_gpus") or 0), hardware.num_gpus)
-    idle, busy = value("gpu_idle_fraction"), value("gpu_busy_fraction")
-    gpu_w = tdp * (used * (idle + (busy - idle) * util) + (hardware.num_gpus - used) * idle)
-    other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
-    power_w = (gpu_w + other_w) * value("pue")
+    capex_usd_per_s = None if capex is None else capex * hardware.systems / (value("amortisation_years")
+                                                                              * SECONDS_PER_YEAR)
 
+    def power_w(u: float) -> float:
+        tdp = hardware.gpu.tdp_w.value
+        idle, busy = value("gpu_idle_fraction"), value("gpu_busy_fraction")
+        gpu_w = tdp * (used * (idle + (busy - idle) * u) + (hardware.num_gpus - used) * idle)
+        other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
+        return (gpu_w + other_w) * value("pue")
+
+    def per_token(tps: float | None, w: float) -> tuple[float | None, float | None]:
+        if not tps:
+            return None, None
+        if capex_usd_per_s is None:  # a system without a price: no $ figure
+            return w / tps, None
+        return w / tps, 1e6 * (capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600) / tps
+
+    run_w = power_w(util)
+    energy, usd = per_token(summary.get("output_tokens_per_s") or 0.0, run_w)
+    steady_util = summary.get("steady_busy_fraction")
+    steady_energy, steady_usd = (per_token(summary.get("steady_output_tokens_per_s"), power_w(steady_util))
+                                 if steady_util is not None else (None, None))
     tps = summary.get("output_tokens_per_s") or 0.0
-    usd_per_s = None if capex is None else (capex * hardware.systems / (value("amortisation_years") * SECONDS_PER_YEAR)
-                                            + power_w / 1e3 * value("usd_per_kwh") / 3600)
     return {
-        "power_kw": power_w / 1e3,
+        "power_kw": run_w / 1e3,
         "gpu_busy_fraction": util,
-        "energy_j_per_token": power_w / tps if tps > 0 else None,
-        "tokens_per_s_per_mw": tps / (power_w / 1e6) if power_w > 0 else None,
-        "usd_per_million_tokens": 1e6 * usd_per_s / tps if tps > 0 and usd_per_s is not None else None,
+        "energy_j_per_token": energy,
+        "tokens_per_s_per_mw": tps / (run_w / 1e6) if run_w > 0 else None,
+        "usd_per_million_tokens": usd,
+        "steady_energy_j_per_token": steady_energy,
+        "steady_usd_per_million_tokens": steady_usd,
     }
 
 

@@ -92,8 +92,13 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def scaling(df: pd.DataFrame, _: Path) -> Figure:
-    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems."""
+    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems. The rate is
+    each run's steady rate (after the warm-up, before the drain) where the results have it, so the curve shows
+    the system rather than the tail of its longest requests."""
     df = ok_rows(df)
+    steady = "steady_output_tokens_per_s" in df and df["steady_output_tokens_per_s"].notna().all()
+    rate = "steady_output_tokens_per_s" if steady else "output_tokens_per_s"
+    df = df.assign(output_tokens_per_s=df[rate])
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     effs = [1.0]
@@ -113,7 +118,7 @@ def scaling(df: pd.DataFrame, _: Path) -> Figure:
                            ha="center", fontsize=8, color=line.get_color())
     left.plot([], [], "k:", label="ideal (linear from the smallest size)")
     right.axhline(1.0, color="k", ls=":", label="ideal")
-    left.set(xlabel="GPUs", ylabel="output tokens/s", title="Throughput")
+    left.set(xlabel="GPUs", ylabel="steady output tokens/s" if steady else "output tokens/s", title="Throughput")
     left.yaxis.set_major_formatter(TOKENS)
     right.set(xlabel="GPUs", ylabel="throughput(N) / (N · throughput(1))", title="Scaling efficiency",
               ylim=(min(0.9, min(effs) - 0.03), max(1.03, max(effs) + 0.03)))
@@ -137,7 +142,7 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
                 sel = df[(df["benchmark"] == bench) & (df["scenario"] == scen)]
                 _bars(ax, sel, order, per_system, np.arange(len(order)) + (j - (len(scens) - 1) / 2) * width,
                       width, f"C{j}", scen)
-            ax.set_xticks(range(len(order)), order, rotation=20, fontsize=8)
+            ax.set_xticks(range(len(order)), [_graded(h) for h in order], rotation=20, fontsize=8)
             ax.yaxis.set_major_formatter(TOKENS)
             ax.grid(axis="y", alpha=0.3)
             ax.set_title(f"{bench}: output tokens/s {'per system (rack or 8-GPU node)' if per_system else 'per GPU'}",
@@ -145,20 +150,43 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
             ax.margins(y=0.15)
             ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=8)
+    if any(_graded(h) != h for h in order):
+        fig.suptitle("Each bar names its deployment. * key numbers (dense FLOPS, HBM) of grade C/D: derived or "
+                     "assumed, not a datasheet", fontsize=9)
     return fig
+
+
+def key_grade(hardware: str) -> str:
+    """The weakest evidence grade among a system's key numbers: dense FLOPS, HBM capacity and bandwidth."""
+    from gpusim.specs.hardware import load_hardware
+
+    gpu = load_hardware(hardware).gpu
+    return max(s.grade for s in (*gpu.dense_tflops.values(), gpu.hbm_capacity_gib, gpu.hbm_bandwidth_tbps))
+
+
+def _graded(hardware: str) -> str:
+    try:
+        return f"{hardware} *" if key_grade(hardware) in ("C", "D") else hardware
+    except InputError:  # a system this installation has no profile of
+        return hardware
 
 
 def _bars(ax, sel: pd.DataFrame, order: list[str], per_system: bool, xs: np.ndarray, width: float,
           color: str, label: str) -> None:
     ok = ok_rows(sel)
     values = (ok["output_tokens_per_s"] / ok["systems"]) if per_system else ok["output_tokens_per_s_per_gpu"]
+    top = ok.loc[values.groupby(ok["hardware"]).idxmax()] if len(ok) else ok
     best = values.groupby(ok["hardware"]).max()
+    names = dict(zip(top["hardware"], top["deployment.name"], strict=True)) if "deployment.name" in top else {}
     heights = [best.get(h, np.nan) for h in order]
     ax.bar(xs, np.nan_to_num(heights), width, color=color, label=label)
     tried = set(sel["hardware"])
     for x, h, hw in zip(xs, heights, order, strict=True):
         if not np.isnan(h):
             ax.annotate(LABEL(h), (x, h), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+            if hw in names:
+                ax.annotate(str(names[hw]), (x, 0), textcoords="offset points", xytext=(0, 3), ha="center",
+                            va="bottom", rotation=90, fontsize=6, color="white")
         elif hw in tried:
             ax.annotate("n/a", (x, 0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7,
                         color="0.4")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,8 +37,10 @@ class MlperfExperiment(BaseModel):
     benchmark: str
     scenario: Literal["offline", "server", "interactive"]
     deployment: str | None = None
-    """A deployment YAML, relative to the experiment file."""
-    search: bool = False
+    """A deployment YAML, relative to the experiment file; `default` for the default deployment, `best` (or
+    unset) for the searched best."""
+    search: bool = True
+    """Search the best deployment (cached, `gpusim.best`) unless a deployment is named."""
     duration_s: float = Field(SUBMISSION_DURATION_S, gt=0)
     """Simulated seconds per run, also the min duration: as long as submitters run (600 is LoadGen's minimum)."""
     seed: int = 0
@@ -56,9 +59,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1")
     m.add_argument("--scenario", choices=SCENARIOS)
     how = m.add_mutually_exclusive_group()
-    how.add_argument("--deployment", help="deployment YAML (default: chosen for the hardware and model)")
-    how.add_argument("--search", action="store_true", help="search the deployments that fit for the best")
-    m.add_argument("--qps", type=float, help="judge this Server/Interactive QPS instead of searching the peak")
+    how.add_argument("--deployment", help="deployment YAML, `default` (the default deployment) or `best` (the "
+                     "searched best, the default)")
+    how.add_argument("--search", action="store_true", help="search the deployments that fit for the best (the default)")
+    m.add_argument("--no-cache", dest="use_cache", action="store_false",
+                   help="search again even if this question's result is cached ($GPUSIM_CACHE, ~/.cache/gpusim)")
+    m.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="search contenders simulated at once, in separate processes (default: the CPU count)")
+    m.add_argument("--qps", type=float, help="judge this Server/Interactive QPS instead of searching the peak (on "
+                   "the default deployment unless --search or --deployment)")
     m.add_argument("--duration", dest="duration_s", type=float,
                    help=f"min duration in seconds (default {SUBMISSION_DURATION_S:.0f}, as long as submitters run; "
                         "mlperf.conf's minimum is 600, shorter runs are not conformant)")
@@ -92,7 +101,8 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
         if getattr(args, name) is None:
             raise InputError("command line", name, f"--{name} is required (or give experiment YAMLs)")
     exp = MlperfExperiment(hardware=args.hardware, systems=args.systems or 1, benchmark=args.benchmark,
-                           scenario=args.scenario, deployment=args.deployment, search=args.search,
+                           scenario=args.scenario, deployment=args.deployment,
+                           search=args.search or (args.deployment in (None, "best") and args.qps is None),
                            duration_s=args.duration_s or SUBMISSION_DURATION_S, seed=args.seed or 0,
                            timing=args.timing or "roofline")
     out, text = mlperf_result(exp, args, log)
@@ -106,21 +116,30 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
     """The JSON object and the mlperf_log_summary.txt text of one experiment."""
     from gpusim.analysis.metrics import loadgen_rates
     from gpusim.analysis.mlperf import log_summary
+    from gpusim.best import find_best
     from gpusim.build import prepare
-    from gpusim.search import peak_qps, search_deployments, trial
+    from gpusim.search import PeakResult, PeakSearch, peak_qps, trial
 
-    setup = prepare(exp.hardware, exp.benchmark, exp.systems, exp.deployment,
-                    exp.deployment or "command line", timing=exp.timing)
+    searching = exp.search and exp.deployment in (None, "best")
+    setup = prepare(exp.hardware, exp.benchmark, exp.systems, None if searching else exp.deployment,
+                    exp.deployment or "command line", timing=exp.timing, scenario=exp.scenario)
     server = exp.scenario != "offline"
     if exp.scenario not in ("offline",) and setup.bench.limits(exp.scenario) is None:
         raise InputError("command line", "scenario", f"{exp.benchmark} has no {exp.scenario} scenario in MLPerf")
     if args.qps is not None and not server:
         raise InputError("command line", "qps", "only Server/Interactive take --qps (Offline sizes itself)")
-    peak, ranked, screened = None, [], 0
-    if exp.search:
-        sr = search_deployments(setup, exp.scenario, exp.duration_s, exp.seed, log=log)
-        peak, ranked, screened = sr.best, sr.ranked, sr.screened
-        t = peak.trial
+    peak, found = None, None
+    if searching:
+        found, sr = find_best(setup, exp.scenario, exp.duration_s, exp.seed, workers=getattr(args, "workers", 1),
+                              log=log, use_cache=getattr(args, "use_cache", True))
+        if sr is not None:
+            peak = sr.best
+        else:  # a cached search: the confirming run of its winner, exactly as the search ran it
+            best = setup.with_deployment(found.deployment, found.deployment.name)
+            t = trial(best, exp.scenario, found.peak_qps, exp.duration_s, exp.seed)
+            peak = PeakResult(best, t, PeakSearch(found.peak_qps or 0.0, found.lowest_invalid_qps or 0.0), None,
+                              True, 1)
+        t = peak.trial if args.qps is None else trial(peak.setup, exp.scenario, args.qps, exp.duration_s, exp.seed)
     elif server and args.qps is None:
         peak = peak_qps(setup, exp.scenario, exp.duration_s, exp.seed, log=log)
         t = peak.trial
@@ -149,10 +168,11 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
         out.update(peak_search_runs=peak.runs, limited_by=peak.limit, lowest_invalid_qps=peak.search.lowest_invalid)
         notes.update({"peak QPS": f"{peak.search.peak:.3f} (VALID); {peak.search.lowest_invalid:.3f} INVALID",
                       "limited by": peak.limit, "runs": peak.runs})
-    if exp.search:
-        out["search"] = [_ranked_row(r) for r in ranked]
-        out["search_screened"] = screened
-        notes["search"] = f"{screened} deployments fit; simulated: " + "; ".join(
+    if found is not None:
+        out["search"] = found.ranked
+        out["search_screened"] = found.screened
+        out["search_cached"] = found.cached
+        notes["search"] = f"{found.screened} deployments fit; simulated: " + "; ".join(
             f"{r['name']} {r['tokens_per_s']:,.0f} tok/s" for r in out["search"])
         notes["why"] = _why(out["search"])
     text = log_summary(s, t.result.requests, t.checks, notes)
@@ -180,15 +200,6 @@ def _describe(dep: dict, instances: int) -> str:
             f"batch {dep['max_batch_size']}, tokens {dep['max_num_tokens']}")
 
 
-def _ranked_row(r) -> dict:
-    p = r.peak
-    s = p.trial.result.summary
-    return {"name": r.setup.deployment.name, "estimate_qps": r.estimate_qps,
-            "peak_qps": p.search.peak if p.trial.qps is not None else None,
-            "tokens_per_s": p.trial.tokens_per_s, "tokens_per_s_per_gpu": p.trial.tokens_per_s / s["num_gpus"],
-            "limited_by": p.limit, "confirmed": p.confirmed}
-
-
 def _why(rows: list[dict]) -> str:
     if len(rows) < 2:
         return "only one deployment simulated"
@@ -199,8 +210,14 @@ def _why(rows: list[dict]) -> str:
 
 
 def _write(out_dir: Path, text: str, out: dict) -> None:
+    """The LoadGen-style summary, the JSON object and the deployment (a file `--deployment` accepts)."""
+    import yaml
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in (("mlperf_log_summary.txt", text), ("summary.json", json.dumps(out, indent=2) + "\n")):
+    dep = yaml.safe_dump(out["deployment"], sort_keys=False)
+    for name, content in (("mlperf_log_summary.txt", text), ("summary.json", json.dumps(out, indent=2) + "\n"),
+                          ("deployment.yaml", f"# The deployment of {out['hardware']} {out['benchmark']} "
+                                              f"{out['scenario']}: gpusim mlperf ... --deployment this-file\n" + dep)):
         tmp = out_dir / f".{name}.tmp"
         tmp.write_text(content)
         tmp.replace(out_dir / name)
@@ -213,7 +230,7 @@ def load_experiment(path: Path) -> MlperfExperiment:
 
     data = read_yaml(path)
     dep = data.get("deployment")
-    if isinstance(dep, str) and not Path(dep).is_absolute():
+    if isinstance(dep, str) and dep not in ("best", "default") and not Path(dep).is_absolute():
         data["deployment"] = str(path.parent / dep)
     return validate(MlperfExperiment, data, str(path))
 

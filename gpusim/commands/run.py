@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from gpusim.commands import add_timing
@@ -21,14 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--benchmark", help="MLPerf benchmark, e.g. deepseek-r1 (gpusim list benchmarks)")
     r.add_argument("--model", help="serve this model instead of the benchmark's (gpusim list models)")
     r.add_argument("--scenario", choices=SCENARIOS)
-    r.add_argument("--qps", type=float, help="Poisson arrival rate (server, interactive)")
+    r.add_argument("--qps", type=_qps, help="Poisson arrival rate (server, interactive), or `peak`: the highest "
+                   "rate LoadGen's rules pass on the deployment")
     r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
     r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
     r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
-    r.add_argument("--deployment", help="deployment YAML (default: chosen for the hardware and model)")
+    r.add_argument("--deployment", help="deployment YAML (what it leaves out comes from the default), `default` "
+                   "(the searched default for the hardware, model and scenario) or `best` (searched now, cached)")
+    r.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="with --deployment best: search contenders simulated at once (default: the CPU count)")
     r.add_argument("--duration", dest="duration_s", type=float,
-                   help="seconds of arrivals (server); the min duration an Offline run is sized for (default 600)")
+                   help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for "
+                        "(default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--seed", type=int)
     r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
@@ -42,6 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
                "deployment", "duration_s", "samples", "seed", "oversubscription", "timing")
+
+
+def _qps(text: str) -> float | str:
+    if text == "peak":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate; valid: a number > 0, or peak") from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -63,7 +78,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         spec = validate(RunSpec, flags, source)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("command line", "out", f"{args.out} exists and is not a directory")
-    result = run_spec(spec, source)
+    result = run_spec(spec, source, workers=args.workers)
     if args.out is not None:
         write_outputs(args.out, result)
     if args.json:
@@ -75,9 +90,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def write_outputs(out: Path, result) -> None:
     """Write each file under a temporary name first, so no half-written file is left behind."""
+    import yaml
+
     out.mkdir(parents=True, exist_ok=True)
     writers = {
         "summary.json": lambda p: p.write_text(json.dumps(result.summary, indent=2) + "\n"),
+        "deployment.yaml": lambda p: p.write_text(yaml.safe_dump(result.summary["deployment"], sort_keys=False)),
         "requests.parquet": lambda p: result.requests.to_parquet(p, index=False),
         "requests.csv": lambda p: result.requests.to_csv(p, index=False),
         "steps.json": lambda p: p.write_text(json.dumps(result.steps, indent=2) + "\n"),
@@ -95,21 +113,35 @@ def _format_summary(s: dict) -> str:
     par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
     lines = [
         f"{s['benchmark']} ({s['model']}) on {s['systems']}× {s['hardware']} ({s['num_gpus']} GPUs), "
-        f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else ""),
+        f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else "")
+        + (" (its peak valid rate)" if s.get("peak_qps") else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
         f"KV {dep['kv_cache']}, batch ≤ {dep['max_batch_size']}, ≤ {dep['max_num_tokens']:,} tokens per step, "
         f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
-        f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU",
+        f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
+        f"(LoadGen's, to the {'last-scheduled query' if s['scenario'] in ('server', 'interactive') else 'last'} "
+        "completion)",
         f"TTFT        p50 {_ms(s['ttft_p50_s'])}  p99 {_ms(s['ttft_p99_s'])}",
         f"TPOT        p50 {_ms(s['tpot_p50_s'])}  p99 {_ms(s['tpot_p99_s'])}",
     ]
     for role, sources in s["kernel_sources"].items():
         table = [op for op, src in sources.items() if src == "table"]
         lines.append(f"timing      {role}: measured tables for {', '.join(table) or 'no op'}; roofline for the rest")
+    if s.get("steady_output_tokens_per_s") is not None:
+        a, b = s["steady_window_s"]
+        lines.append(f"steady      {s['steady_output_tokens_per_s']:,.0f} tokens/s, "
+                     f"{s['steady_output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU over {a:,.0f}-{b:,.0f} s "
+                     "(after the warm-up, before the drain)")
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
+    if s.get("conformant") is False:
+        lines.append(f"conformance not an MLPerf-conformant run ({'; '.join(s['conformance_reasons'])}): "
+                     "`gpusim mlperf` runs the conformant test")
+    if s.get("overloaded"):
+        lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "
+                     f"(steady-state estimate); {s['started_share']:.0%} of the late arrivals started by the end")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from gpusim.commands import add_timing
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/mlperf_calibration.csv")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
+    m.add_argument("--out", type=Path, help="append each finished search to DIR/searches.jsonl and resume from it; "
+                   "write DIR/mlperf.md at the end")
+    m.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     m.add_argument("--duration", type=float, default=SUBMISSION_DURATION_S,
                    help=f"simulated seconds per run (default {SUBMISSION_DURATION_S:.0f}, as long as submitters run; "
                         "600 is LoadGen's minimum)")
@@ -92,6 +96,14 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration <= 0:
         raise InputError("command line", "--duration", f"{args.duration} is not positive; valid: seconds > 0")
     _check_timing(args.timing)
-    result = validate_mlperf(args.path, args.duration, max(1, args.workers), args.timing)
-    print(json.dumps(json_result(result)) if args.json else format_mlperf(result))
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise InputError("command line", "out", f"{args.out} exists and is not a directory")
+    progress = (lambda _: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    result = validate_mlperf(args.path, args.duration, max(1, args.workers), args.timing, args.out, progress)
+    table = format_mlperf(result)
+    if args.out is not None:
+        tmp = args.out / ".mlperf.md.tmp"
+        tmp.write_text(table + "\n")
+        tmp.replace(args.out / "mlperf.md")
+    print(json.dumps(json_result(result)) if args.json else table)
     return 0

@@ -192,14 +192,19 @@ class Instance:
         n = max(1, min(self._next_finish() - self.step, int(self.kv.free // (b * self.rate))))
         if self.poller is not None:
             n = min(n, self.poller.steps_to_read())
-        if self._held:
-            n = min(n, 1 + self.gate.holds_left())
+        if self.ranks is not None:  # the step waits for the busiest rank: linear while it stays the same one
+            n = min(n, self.ranks.steady_steps(self.step))
+        if self._held:  # held iterations alike: the gate's count allows them and the held request still fits
+            slack = self._head_slack(self.budget - b, False)
+            n = min(n, 1 + self.gate.holds_left(), 1 + int(slack // (b * self.rate)))
         t0 = self.cost.step_time(self._shape())
         # contexts only grow within a span, so its steps never get shorter (guards a cost model with noise)
         slope = max(0.0, self.cost.step_time(self._shape(ahead=1)) - t0) if n > 1 else 0.0
         total = _span(n, t0, slope)
-        # an arrival could join (or, with the gate holding the queue, change what the gate decides)
-        can_admit = (self._held or not (self.waiting or self.arrived)) and b + len(self.prefilling) < self.max_batch
+        # an arrival could join unless it queues behind a request that cannot (or, with the gate holding the
+        # queue, change what the gate decides); a decode instance's arrivals queue apart from its recomputes
+        behind = bool(self.arrived) if self.role == "decode" else bool(self.waiting) and not self._held
+        can_admit = not behind and b + len(self.prefilling) < self.max_batch
         if n == 1 or not can_admit:
             yield env.timeout(total)
             done = n
@@ -286,9 +291,30 @@ class Instance:
         """Generating sequences per attention-DP rank (one entry without attention DP)."""
         return self.ranks.seqs if self.ranks is not None else [len(self.decoding)]
 
-    def _gate_holds(self) -> bool:
-        """One iteration of the context gate: whether it holds the queued requests back now."""
-        if not self.waiting:
+    def _head_slack(self, budget: int, chunks: bool) -> float | None:
+        """KV tokens to spare if the first queued request were admitted now (negative: it does not fit), or
+        None when no batch slot or token budget is left for it. Admission (`_schedule_prefill`) asks the same."""
+        if not self.waiting or budget <= 0 or len(self.decoding) + len(self.prefilling) >= self.max_batch:
+            return None
+        req = self.waiting[0]
+        target = req.prefill_target
+        blocks = self._cached_blocks(req, target)
+        own = target - blocks * PREFIX_BLOCK_TOKENS
+        if not self.chunked and own > budget and (chunks or self.decoding):
+            return None
+        room = self.kv.free
+        if self.prefix is not None:  # idle blocks it would not pin itself could be evicted for it
+            pinned_idle = sum(1 for h in req.hashes[:blocks] if h in self.prefix.idle) if blocks else 0
+            room += self.prefix.evictable_tokens - pinned_idle * PREFIX_BLOCK_TOKENS
+        return room - (own + self.kv.block + self._growth())
+
+    def _gate_holds(self, budget: int, chunks: bool) -> bool:
+        """One iteration of the context gate: whether it holds the queued requests back now. TensorRT-LLM
+        consults it with the context requests its capacity scheduler would run, so an iteration in which the
+        first queued request could not be admitted anyway (no slot, budget or KV room) counts as one with
+        nothing queued."""
+        slack = self._head_slack(budget, chunks)
+        if slack is None or slack < 0:
             self.gate.idle(1, self._rank_seqs())
             return False
         queued_tokens = (r.prefill_target - r.computed for r in self.waiting)  # read lazily: queues run long
@@ -297,7 +323,6 @@ class Instance:
     def _schedule_prefill(self) -> tuple[list[tuple[Request, int]], float]:
         """Prefill chunks for this step: continuing prefills first, then new admissions (unless the
         context gate holds them)."""
-        self._held = self.gate is not None and self._gate_holds()
         budget = self.budget - len(self.decoding)
         chunks: list[tuple[Request, int]] = []
         pairs = 0.0
@@ -308,6 +333,7 @@ class Instance:
             chunks.append((req, c))
             pairs += c * req.computed + c * (c + 1) / 2
             budget -= c
+        self._held = self.gate is not None and self._gate_holds(budget, bool(chunks))
         while (self.waiting and not self._held and budget > 0
                and len(self.decoding) + len(self.prefilling) < self.max_batch):
             req = self.waiting[0]

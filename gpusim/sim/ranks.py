@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class AttentionRanks:
     """Per-rank decode sequences and KV context, advanced lazily (O(1) per step, O(ranks) per query).
@@ -32,6 +34,16 @@ class AttentionRanks:
         self._settle(r, step)
         self.seqs[r] -= 1
         self.base[r] -= ctx
+
+    def steady_steps(self, step: int) -> float:
+        """How many decode steps from `step` on keep the busiest rank (`busiest`) the same one, so that the
+        step's rank context grows linearly (at least 1; inf when none can overtake it): a rank with more
+        sequences overtakes it after (context gap) / (sequences more · rate) steps."""
+        ctx = [b + s * self.rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref, strict=True)]
+        top = max(range(len(ctx)), key=ctx.__getitem__)
+        c, q = ctx[top], self.seqs[top]
+        gaps = [(c - x) / (s - q) for x, s in zip(ctx, self.seqs, strict=True) if s > q]
+        return max(1, math.ceil(min(gaps) / self.rate)) if gaps else math.inf
 
     def busiest(self, step: int) -> tuple[float, int]:
         """(decode context, sequences) of the rank with the most context at decode step `step`."""

@@ -39,6 +39,11 @@ class Parallelism(BaseModel):
     def gpus_per_instance(self) -> int:
         return self.tp * self.pp
 
+    @property
+    def attention_ranks(self) -> int:
+        """Ranks that run attention for their own sequences: tp under attention DP, else one."""
+        return self.tp if self.attention_dp else 1
+
 
 class MTP(BaseModel):
     """Multi-token prediction / speculative decoding: `depth` drafted tokens per step, each accepted with

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.analysis.energy import CostOverrides
 from gpusim.specs.catalog import is_path, resolve
@@ -29,17 +29,19 @@ class RunSpec(BaseModel):
     model: str | None = None
     """Serve this model instead of the benchmark's (for traces and closed-loop runs; gpusim list models)."""
     scenario: Scenario = "offline"
-    qps: float | None = Field(None, gt=0)
-    """Poisson arrival rate for server and interactive (queries per second)."""
+    qps: float | Literal["peak"] | None = None
+    """Poisson arrival rate for server and interactive (queries per second), or `peak`: the highest rate that
+    passes LoadGen's rules on this deployment (`gpusim.search.peak_qps`, as `gpusim mlperf` finds it)."""
     concurrency: int | None = Field(None, ge=1)
     isl: int | None = Field(None, ge=1)
     osl: int | None = Field(None, ge=1)
     trace: str | None = None
     deployment: str | Deployment | None = None
-    """A deployment YAML path, an inline deployment, or None for the default for the hardware and model."""
+    """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
+    None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0)
-    """Server/interactive: seconds of arrivals; Offline: the min duration LoadGen sizes the run for (MLPerf's
-    minimum, 600, by default)."""
+    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default); Offline: the min duration
+    LoadGen sizes the run for (by default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
     seed: int = Field(0, ge=0)
@@ -49,6 +51,13 @@ class RunSpec(BaseModel):
     timing: Timing = "roofline"
     costs: CostOverrides | None = None
     """Replacements for the cost and power defaults (hardware_profiles/costs.yaml), e.g. a user rack's capex."""
+
+    @field_validator("qps")
+    @classmethod
+    def _positive_or_peak(cls, qps: float | str | None) -> float | str | None:
+        if isinstance(qps, float | int) and not qps > 0:
+            raise ValueError(f"must be > 0 or 'peak', got {qps}")
+        return qps
 
     @model_validator(mode="after")
     def _scenario_needs(self) -> RunSpec:

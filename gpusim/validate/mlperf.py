@@ -19,16 +19,20 @@ run once each, `workers` at a time in separate processes.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
+from gpusim.best import find_best
 from gpusim.build import prepare
-from gpusim.deploy import default_deployment
+from gpusim.deploy import default_deployment, rule_deployment
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
-from gpusim.parallel import parallel_map
-from gpusim.search import search_deployments
+from gpusim.parallel import parallel_imap
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import Timing
@@ -64,9 +68,12 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
-def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> Deployment:
+def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scenario: str | None = None) -> Deployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
-    dep = default_deployment(hw, load_model(load_benchmark(benchmark).model))
+    model = load_model(load_benchmark(benchmark).model)
+    dep = default_deployment(hw, model, scenario)
+    if gpus < hw.num_gpus and dep.mode != "aggregated":  # a slice of a system keeps to aggregated instances
+        dep = rule_deployment(hw, model)
     update: dict = {"software": software}
     if gpus < hw.num_gpus:
         update["instances"] = max(1, gpus // dep.gpus_per_instance)
@@ -75,16 +82,17 @@ def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str) -> D
 
 def predict_row(row: PublishedRow, software: str, duration_s: float | None = None,
                 timing: Timing = "roofline") -> tuple[float, Deployment]:
-    """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it."""
+    """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it
+    (the search is cached on disk, `gpusim.best`, so a repeated validation recalls it)."""
     try:
         hw = load_hardware(row.hardware, row.systems)
-        dep = base_deployment(hw, row.benchmark, row.gpus, software)
+        dep = base_deployment(hw, row.benchmark, row.gpus, software, row.scenario)
         setup = prepare(row.hardware, row.benchmark, row.systems, dep, timing=timing)
-        found = search_deployments(setup, row.scenario, duration_s, gpus=row.gpus)
+        found, _ = find_best(setup, row.scenario, duration_s, gpus=row.gpus)
     except InputError as exc:
         raise RowUnsupported(exc.message) from None
-    best = found.best
-    return value_in_unit(best.trial.result.summary, row.unit, row.gpus), best.setup.deployment
+    summary = {"output_tokens_per_s": found.tokens_per_s, "samples_per_s": found.samples_per_s}
+    return value_in_unit(summary, row.unit, row.gpus), found.deployment
 
 
 def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, Deployment] | str:
@@ -100,42 +108,89 @@ def _key(row: PublishedRow, software: str) -> tuple:
 
 
 def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, workers: int = 1,
-                    timing: Timing = "roofline") -> dict:
+                    timing: Timing = "roofline", out: Path | None = None,
+                    progress: Callable[[str], None] = lambda _: None) -> dict:
     """Predicted, published and ratio per row, and the MAPE over the supported rows (fractions); runs last
-    `duration_s` (default: as long as submitters run, `SUBMISSION_DURATION_S`)."""
+    `duration_s` (default: as long as submitters run, `SUBMISSION_DURATION_S`).
+
+    With `out`, each distinct search is appended to `out/searches.jsonl` as it finishes, and searches already
+    there are not run again: an interrupted validation resumes where it stopped."""
     need = {"round", "accelerator", "num_accelerators", "benchmark", "scenario", "value", "unit"}
     table = read_checked_csv(path, need, "a published-results CSV")
     mapped: list[tuple[dict, PublishedRow | None, str, str]] = []
     jobs: dict[tuple, tuple[PublishedRow, str, float | None, Timing]] = {}
     for r in table.to_dict("records"):
-        out = {"system": str(r.get("system", "")), "benchmark": str(r["benchmark"]),
-               "scenario": str(r["scenario"]), "predicted": None, "published": float(r["value"]),
-               "ratio": None, "unit": str(r["unit"]), "round": str(r["round"])}
+        row_out = {"system": str(r.get("system", "")), "benchmark": str(r["benchmark"]),
+                   "scenario": str(r["scenario"]), "predicted": None, "published": float(r["value"]),
+                   "ratio": None, "unit": str(r["unit"]), "round": str(r["round"])}
         try:
             row = map_row(r)
         except RowUnsupported as exc:
-            out["status"] = f"unsupported: {exc}"
-            mapped.append((out, None, "", ""))
+            row_out["status"] = f"unsupported: {exc}"
+            mapped.append((row_out, None, "", ""))
             continue
         software, note = software_for_round(row.round)
         jobs.setdefault(_key(row, software), (row, software, duration_s, timing))
-        mapped.append((out, row, software, note))
-    got = dict(zip(jobs, parallel_map(_predict_key, jobs.values(), workers), strict=True))
+        mapped.append((row_out, row, software, note))
+    log = out / "searches.jsonl" if out is not None else None
+    got = _resumed(log, duration_s, timing)
+    todo = [k for k in jobs if _job_id(k) not in got]
+    progress(f"validate mlperf: {len(jobs)} distinct searches, {len(jobs) - len(todo)} already in {log}" if log
+             else f"validate mlperf: {len(jobs)} distinct searches")
+    started = time.perf_counter()
+    for done, (i, res) in enumerate(parallel_imap(_predict_key, [jobs[k] for k in todo], workers), 1):
+        key = todo[i]
+        got[_job_id(key)] = res
+        if log is not None:
+            _append(log, {"key": _job_id(key), "duration_s": duration_s, "timing": timing,
+                          "result": res if isinstance(res, str) else [res[0], res[1].model_dump(mode="json")]})
+        what = res if isinstance(res, str) else f"{res[0]:,.1f} on {res[1].name}"
+        progress(f"  [{done}/{len(todo)}, {time.perf_counter() - started:,.0f} s] {' '.join(map(str, key[:5]))}: "
+                 f"{what}")
     rows = []
-    for out, row, software, note in mapped:
+    for row_out, row, software, note in mapped:
         if row is not None:
-            res = got[_key(row, software)]
+            res = got[_job_id(_key(row, software))]
             if isinstance(res, str):
-                out["status"] = f"unsupported: {res}"
+                row_out["status"] = f"unsupported: {res}"
             else:
                 predicted, dep = res
-                out.update(predicted=predicted, ratio=predicted / row.value, hardware=row.hardware, gpus=row.gpus,
-                           deployment=dep.name, status="ok" + (f" ({note})" if note else ""))
-        rows.append(out)
+                row_out.update(predicted=predicted, ratio=predicted / row.value, hardware=row.hardware,
+                               gpus=row.gpus, deployment=dep.name, status="ok" + (f" ({note})" if note else ""))
+        rows.append(row_out)
     ok = [r for r in rows if r["ratio"] is not None]
     mape = sum(abs(r["ratio"] - 1) for r in ok) / len(ok) if ok else None
     return {"rows": rows, "mape": mape, "rows_supported": len(ok), "rows_total": len(rows),
             "within_15pct": sum(abs(r["ratio"] - 1) <= 0.15 for r in ok)}
+
+
+def _job_id(key: tuple) -> str:
+    return "|".join(map(str, key))
+
+
+def _resumed(log: Path | None, duration_s: float, timing: str) -> dict[str, tuple[float, Deployment] | str]:
+    """Searches an earlier run of the same settings wrote to `log` (a torn last line is ignored)."""
+    got: dict[str, tuple[float, Deployment] | str] = {}
+    if log is None or not log.is_file():
+        return got
+    for line in log.read_text().splitlines():
+        try:
+            e = json.loads(line)
+            if e["duration_s"] != duration_s or e["timing"] != timing:
+                continue
+            r = e["result"]
+            got[e["key"]] = r if isinstance(r, str) else (float(r[0]), Deployment.model_validate(r[1]))
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue
+    return got
+
+
+def _append(log: Path, entry: dict) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def format_mlperf(result: dict) -> str:

@@ -1,0 +1,103 @@
+"""Generation comparisons on the searched default deployments, beside published ratios (compare only).
+
+    python benchmarks/comparisons.py ../shared/reference/mlperf_calibration.csv [--out docs/comparisons.md]
+
+Reads the shipped searched defaults (`hardware_profiles/defaults/`, written by `gpusim defaults --write`: each
+entry is the deployment search's winner at 2,400 s with the v6 TensorRT-LLM profile) and writes one page:
+each system's deployment and tokens/s per GPU per model and scenario, what each search cost in full-length
+runs of its winner, and the per-GPU ratios between generations beside the ratio of the published medians
+(over submitters, per system) of the same round. Published results only ever appear in the comparison
+column: no prediction reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from gpusim.analysis.published import RowUnsupported, map_row
+from gpusim.defaults import read_defaults
+from gpusim.specs.hardware import system_names
+from gpusim.validate.csvfile import read_checked_csv
+
+PAIRS = (("b300-hgx", "b200-hgx"), ("gb300-nvl72", "gb200-nvl72"), ("vr-nvl72", "gb300-nvl72"),
+         ("b200-hgx", "h200-hgx"), ("h200-hgx", "h100-hgx"))
+MODELS = {"deepseek-r1": "deepseek-r1", "gpt-oss-120b": "gpt-oss-120b", "llama2-70b": "llama2-70b"}
+ROUND = "v6.1"
+TOLERANCE = 0.10
+"""The issue's target: a predicted generation ratio within 10% of the published one."""
+
+
+def published_medians(csv: Path) -> dict[tuple[str, str, str], float]:
+    """Median tokens/s per GPU over the round's submitters, per (hardware, benchmark, scenario)."""
+    table = read_checked_csv(csv, {"round", "accelerator", "num_accelerators", "benchmark", "scenario", "value",
+                                   "unit"}, "a published-results CSV")
+    by: dict[tuple[str, str, str], list[float]] = {}
+    for r in table.to_dict("records"):
+        try:
+            row = map_row(r)
+        except RowUnsupported:
+            continue
+        if row.round == ROUND and row.unit.startswith("tokens"):
+            by.setdefault((row.hardware, row.benchmark, row.scenario), []).append(row.tokens_per_s_per_gpu)
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
+def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None]]:
+    """(tokens/s per GPU, deployment, search cost in runs) per (system, model, scenario) from the defaults."""
+    out = {}
+    for system in system_names():
+        table = read_defaults(system)
+        for model, by in (table.entries if table else {}).items():
+            for scenario, e in by.items():
+                cost = e.search_wall_s / e.run_wall_s if e.search_wall_s and e.run_wall_s else None
+                out[(system, model, scenario)] = (e.tokens_per_s_per_gpu, e.deployment.name, cost)
+    return out
+
+
+def page(csv: Path) -> str:
+    pub, pred = published_medians(csv), predicted()
+    lines = ["# Generation comparisons on searched deployments", "",
+             f"Written by `python benchmarks/comparisons.py {csv}`. Predicted: the searched default of each "
+             "system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s runs, TensorRT-LLM v6 "
+             f"profile), tokens/s per GPU as LoadGen reports it. Published: the median over {ROUND} submitters "
+             "of each system (compare only).", "",
+             "## Each system's searched deployment", "",
+             "| system | model | scenario | deployment | tokens/s/GPU | search cost (runs of its winner) |",
+             "|---|---|---|---|---|---|"]
+    for (system, model, scenario), (tps, name, cost) in sorted(pred.items()):
+        lines.append(f"| {system} | {model} | {scenario} | {name} | {tps:,.0f} | "
+                     f"{'-' if cost is None else f'{cost:.1f}'} |")
+    lines += ["", "## Per-GPU ratios between generations", "",
+              "| ratio | model | scenario | predicted | published | predicted / published | within 10% |",
+              "|---|---|---|---|---|---|---|"]
+    for a, b in PAIRS:
+        for model in MODELS:
+            for scenario in ("offline", "server"):
+                pa, pb = pred.get((a, model, scenario)), pred.get((b, model, scenario))
+                if pa is None or pb is None:
+                    continue
+                ratio = pa[0] / pb[0]
+                qa, qb = pub.get((a, model, scenario)), pub.get((b, model, scenario))
+                published = qa / qb if qa and qb else None
+                rel = ratio / published if published else None
+                lines.append(f"| {a} / {b} | {model} | {scenario} | {ratio:.2f} | "
+                             f"{'-' if published is None else f'{published:.2f}'} | "
+                             f"{'-' if rel is None else f'{rel:.2f}'} | "
+                             f"{'-' if rel is None else ('yes' if abs(rel - 1) <= TOLERANCE else 'no')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("published", type=Path, help="CSV shaped like mlperf_calibration.csv")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "comparisons.md")
+    args = ap.parse_args()
+    text = page(args.published)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

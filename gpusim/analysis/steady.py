@@ -1,0 +1,124 @@
+"""The stationary part of a run: the output rate after the warm-up and before the drain.
+
+LoadGen's tokens/s divides all output tokens by the time the run ends (the last completion, or the
+completion of the last-scheduled query), so a run's ramp-up and, above all, its drain weigh in: with
+DeepSeek-R1's 20k-token outputs one long request decides when a short run ends. The steady rate counts
+only the tokens produced inside a window [start, end] where the engine runs at its operating point:
+
+- end: the moment the offered work stops growing — the last scheduled time (Server, Interactive, traces,
+  closed loop), or for Offline the last first token (the queue is empty; from there the batch drains);
+- start: the first scheduled time plus the p90 of the requests' time in the engine (first token to
+  completion), so the batch has turned over before the window opens; at most half-way to `end`.
+
+Inside the window each request contributes its first token at `first_token_s` and the rest spread evenly
+up to `completion_s` (its own mean TPOT), so the count is exact in total and smooth in time. Instance
+busy time in the window is the union of its requests' [scheduled, completion] intervals (an engine runs
+steps while it holds a request), which the energy and cost per steady token use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpusim.analysis.metrics import SERVER_LIKE
+
+WARMUP_QUANTILE = 0.9
+"""The window opens after this quantile of the requests' time in the engine."""
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The stationary window of a run and what happened inside it."""
+
+    start_s: float
+    end_s: float
+    output_tokens: float
+    busy_fraction: float
+    """Mean over instances of the share of the window they held a request."""
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def steady_window(records: pd.DataFrame, scenario: str, instances: int | None = None) -> SteadyWindow | None:
+    """The window of the module docstring for a finished run's records; None when nothing completed."""
+    done = records[records["completion_s"].notna() & records["first_token_s"].notna()]
+    if done.empty:
+        return None
+    scheduled = done["scheduled_s"].to_numpy(np.float64)
+    first = done["first_token_s"].to_numpy(np.float64)
+    last = done["completion_s"].to_numpy(np.float64)
+    tokens = done["output_tokens"].to_numpy(np.float64)
+    t0 = float(scheduled.min())
+    end = float(first.max() if scenario == "offline" else scheduled.max())
+    if end <= t0:  # a single arrival instant without queueing: the whole run
+        end = float(last.max())
+    start = min(t0 + float(np.quantile(last - first, WARMUP_QUANTILE)), t0 + (end - t0) / 2)
+    if end <= start:
+        return None
+    produced = window_tokens(first, last, tokens, start, end)
+    busy = _busy_fraction(done["instance"].to_numpy() if "instance" in done else np.zeros(len(done)),
+                          scheduled, last, start, end, instances)
+    return SteadyWindow(start, end, produced, busy)
+
+
+def window_tokens(first: np.ndarray, last: np.ndarray, tokens: np.ndarray, start: float, end: float) -> float:
+    """Output tokens produced in [start, end]: one at the first token, the rest evenly until completion."""
+    first_in = np.count_nonzero((first >= start) & (first <= end))
+    span = last - first
+    overlap = np.clip(np.minimum(last, end) - np.maximum(first, start), 0.0, None)
+    share = np.divide(overlap, span, out=np.zeros_like(span), where=span > 0)
+    return float(first_in + np.sum(np.maximum(tokens - 1, 0.0) * share))
+
+
+def _busy_fraction(instance: np.ndarray, scheduled: np.ndarray, last: np.ndarray, start: float, end: float,
+                   instances: int | None) -> float:
+    """Mean share of [start, end] each instance held at least one request (union of request intervals)."""
+    lo, hi = np.maximum(scheduled, start), np.minimum(last, end)
+    keep = hi > lo
+    busy = 0.0
+    for i in np.unique(instance[keep]):
+        mine = keep & (instance == i)
+        order = np.argsort(lo[mine])
+        a, b = lo[mine][order], hi[mine][order]
+        reach = np.maximum.accumulate(b)
+        gaps = np.maximum(a[1:] - reach[:-1], 0.0).sum() if len(a) > 1 else 0.0
+        busy += float(reach[-1] - a[0] - gaps)
+    count = instances or max(len(np.unique(instance)), 1)
+    return min(busy / (count * (end - start)), 1.0)
+
+
+def steady_summary(records: pd.DataFrame, scenario: str, num_gpus: int, instances: int | None = None) -> dict:
+    """The steady-rate keys of a run summary (None where the run has no stationary window)."""
+    w = steady_window(records, scenario, instances)
+    if w is None:
+        return {"steady_window_s": None, "steady_output_tokens_per_s": None,
+                "steady_output_tokens_per_s_per_gpu": None, "steady_busy_fraction": None}
+    return {"steady_window_s": [w.start_s, w.end_s], "steady_output_tokens_per_s": w.tokens_per_s,
+            "steady_output_tokens_per_s_per_gpu": w.tokens_per_s / num_gpus,
+            "steady_busy_fraction": w.busy_fraction}
+
+
+def started_share(records: pd.DataFrame, scenario: str) -> float | None:
+    """Server-like runs: requests that got their first token over those that arrived, in the second half of
+    the arrivals. Near 1 when the engine keeps up; well below 1 when the queue grows without bound."""
+    if scenario not in SERVER_LIKE or records.empty:
+        return None
+    scheduled = records["scheduled_s"].to_numpy(np.float64)
+    first = records["first_token_s"].to_numpy(np.float64)
+    end = float(scheduled.max())
+    mid = end / 2
+    arrived = np.count_nonzero((scheduled >= mid) & (scheduled <= end))
+    started = np.count_nonzero((first >= mid) & (first <= end))
+    return started / arrived if arrived else None
+
+
+__all__ = ["SteadyWindow", "started_share", "steady_summary", "steady_window", "window_tokens"]

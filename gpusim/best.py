@@ -1,0 +1,129 @@
+"""`deployment: best`: the deployment search's winner for a question, cached on disk.
+
+A search result is decided by the hardware, the systems, the model, the benchmark (dataset and limits),
+the scenario, the run length and seed, the GPU budget, the software profile, the starting deployment and
+gpusim's own code; `search_key` hashes all of them, so a changed input (or a new version of the code)
+misses the cache and searches again. The cache lives under `$GPUSIM_CACHE`, else
+`$XDG_CACHE_HOME/gpusim`, else `~/.cache/gpusim`; each entry is one JSON file written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+
+from gpusim.build import Setup
+from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
+from gpusim.search import SearchResult, search_deployments
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.software import load_software
+
+Log = Callable[[str], None]
+
+
+def cache_dir() -> Path:
+    """Where search results are kept (module docstring)."""
+    if os.environ.get("GPUSIM_CACHE"):
+        return Path(os.environ["GPUSIM_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpusim"
+
+
+@cache
+def code_version() -> str:
+    """A hash of gpusim's source: any change to the code invalidates cached searches."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def search_key(base: Setup, scenario: str, duration_s: float, seed: int, gpus: int | None) -> str:
+    """The hash of everything that decides a search's result."""
+    parts = {
+        "hardware": base.hardware.model_dump(mode="json"), "model": base.model.model_dump(mode="json"),
+        "benchmark": base.bench.model_dump(mode="json"), "scenario": scenario, "duration_s": duration_s,
+        "seed": seed, "gpus": gpus, "timing": base.timing, "start": base.deployment.model_dump(mode="json"),
+        "software": load_software(base.deployment.software).model_dump(mode="json"), "code": code_version(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+@dataclass
+class Found:
+    """What a search decided: the deployment, the peak it found (Server-like) and its ranking."""
+
+    deployment: Deployment
+    scenario: str
+    duration_s: float
+    peak_qps: float | None
+    lowest_invalid_qps: float | None
+    tokens_per_s: float
+    samples_per_s: float
+    num_gpus: int
+    screened: int
+    ranked: list[dict] = field(default_factory=list)
+    cached: bool = False
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["deployment"] = self.deployment.model_dump(mode="json")
+        d.pop("cached")
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Found:
+        return cls(**{**d, "deployment": Deployment.model_validate(d["deployment"]), "cached": True})
+
+
+def find_best(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, gpus: int | None = None,
+              workers: int = 1, log: Log = lambda _: None, use_cache: bool = True) -> tuple[Found, SearchResult | None]:
+    """The best deployment of `base`'s question: from the cache, or by `search_deployments` (its result is
+    returned too, and stored)."""
+    duration = duration_s or SUBMISSION_DURATION_S
+    path = cache_dir() / "search" / f"{search_key(base, scenario, duration, seed, gpus)}.json"
+    if use_cache and path.is_file():
+        try:
+            found = Found.from_json(json.loads(path.read_text()))
+            log(f"search: cached result {path}")
+            return found, None
+        except (ValueError, TypeError, KeyError):
+            pass  # an unreadable entry is searched again and overwritten
+    result = search_deployments(base, scenario, duration, seed, log=log, gpus=gpus, workers=workers)
+    found = from_search(result, scenario, duration)
+    if use_cache:
+        _write_atomic(path, json.dumps(found.to_json(), indent=1))
+    return found, result
+
+
+def from_search(result: SearchResult, scenario: str, duration_s: float) -> Found:
+    """A search result as the cache keeps it."""
+    best, server = result.best, scenario in SERVER_LIKE
+    ranked = [{"name": r.setup.deployment.name, "estimate_qps": r.estimate_qps,
+               "peak_qps": r.peak.search.peak if server else None,
+               "tokens_per_s": r.peak.trial.tokens_per_s,
+               "tokens_per_s_per_gpu": r.peak.trial.tokens_per_s / r.peak.trial.result.summary["num_gpus"],
+               "limited_by": r.peak.limit, "confirmed": r.peak.confirmed} for r in result.ranked if r.peak]
+    summary = best.trial.result.summary
+    return Found(best.setup.deployment, scenario, duration_s, best.search.peak if server else None,
+                 best.search.lowest_invalid if server else None, best.trial.tokens_per_s,
+                 float(summary["samples_per_s"]), int(summary["num_gpus"]), result.screened, ranked)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    Path(tmp).replace(path)
+
+
+__all__ = ["Found", "cache_dir", "code_version", "find_best", "from_search", "search_key"]

@@ -1,0 +1,140 @@
+"""One simulated run of a prepared setup: its workload, the simulation, and the JSON summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpusim.analysis.activity import timeline_frame, typical_steps
+from gpusim.analysis.energy import energy_and_cost
+from gpusim.analysis.metrics import SERVER_LIKE, summarize
+from gpusim.analysis.steady import started_share, steady_summary
+from gpusim.build import Setup
+from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.traces import read_trace
+from gpusim.loadgen.workload import Workload
+from gpusim.perf.table_step import TableStepCostModel
+from gpusim.sim.cluster import SimStats
+from gpusim.specs.benchmark import BenchmarkSpec
+from gpusim.specs.experiment import RunSpec
+
+
+@dataclass
+class Result:
+    """A finished run: the JSON summary, one row per request, and engine counters."""
+
+    summary: dict
+    requests: pd.DataFrame
+    stats: SimStats
+    timeline: pd.DataFrame | None = None
+    """Engine activity binned over simulated time (gpusim.analysis.activity)."""
+    steps: dict = field(default_factory=dict)
+    """Where the time of a typical decode step and prefill chunk goes (gpusim.analysis.activity)."""
+
+
+def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
+    """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
+    workload = build_workload(spec, setup.bench, expected_qps)
+    records, stats, wall = setup.simulate(workload)
+    summary = summarize_run(spec, setup, workload, records, stats, wall)
+    return Result(summary=summary, requests=records, stats=stats,
+                  timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
+                  steps=typical_steps(setup, stats, workload))
+
+
+def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,
+                  wall: float) -> dict:
+    """The JSON summary of a finished run."""
+    hw, dep, bench = setup.hardware, setup.deployment, setup.bench
+    summary = {
+        "hardware": hw.id,
+        "systems": hw.systems,
+        "num_gpus": setup.num_gpus,
+        "hardware_gpus": hw.num_gpus,
+        "benchmark": bench.id,
+        "model": setup.model.id,
+        "scenario": spec.scenario,
+        "target_qps": spec.qps,
+        "deployment": dep.model_dump(),
+        "instances": stats.instances,
+        "pools": [{"role": p.role, "instances": p.count, "gpus_per_instance": p.deployment.gpus_per_instance,
+                   "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
+        "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
+        **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
+        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances),
+        **conformance(records, setup, spec.scenario, len(workload)),
+        "issued_requests": len(workload),
+        "preemptions": int(records["preemptions"].sum()),
+        "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
+        "prefix_hit_rate": stats.prefix_hit_rate,
+        "seed": spec.seed,
+        "timing": setup.timing,
+        "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
+        "wall_s": wall,
+    }
+    summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
+    return _plain(summary)
+
+
+OVERLOADED_SHARE = 0.9
+"""A Server-like run is overloaded when its arrival rate exceeds the deployment's steady-state capacity (the
+cost model's rate at a full batch, `Setup.expected_qps`), or when fewer than this share of the requests that
+arrived in the second half of its arrivals got their first token by then (the queue grows without bound)."""
+
+
+def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int) -> dict:
+    """What a run can and cannot claim by LoadGen's rules: `conformant` (min duration and query count met,
+    the reasons when not), `latency_met` (the p99 limits, all a short run can judge), `valid` (the whole
+    verdict: never true for a run that is not conformant) and, for Server-like runs, whether the offered
+    load exceeds what the deployment serves (`overloaded`, with the measured `started_share` and the
+    analytic `capacity_qps_estimate`). Scenarios without MLPerf rules get None."""
+    if scenario not in ("offline", *SERVER_LIKE):
+        return {"conformant": None, "conformance_reasons": []}
+    checks = rules.check(records, setup.bench, scenario, issued)
+    reasons = [r for r in checks.reasons if r.startswith(("min duration", "min queries"))]
+    out: dict = {"conformant": not reasons, "conformance_reasons": reasons}
+    if scenario in SERVER_LIKE:
+        share, capacity = started_share(records, scenario), setup.expected_qps()
+        offered = (len(records) - 1) / float(records["scheduled_s"].max()) if len(records) > 1 else 0.0
+        out.update(latency_met=checks.perf_constraints_met, valid=checks.valid,
+                   invalid_reason=checks.reason, started_share=share, capacity_qps_estimate=capacity,
+                   overloaded=(share is not None and share < OVERLOADED_SHARE) or offered > capacity)
+    return out
+
+
+def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:
+    """The requests a scenario issues. Offline is sized from the expected QPS as LoadGen sizes it for a min
+    duration: `spec.duration_s`, else as long as submitters run (`rules.SUBMISSION_DURATION_S`, as `gpusim
+    mlperf` does), so the drain of the last long generations weighs in a run as it does in a submission."""
+    if spec.scenario == "offline":
+        duration = spec.duration_s or rules.SUBMISSION_DURATION_S
+        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps(), duration)
+        return scenarios.offline(bench, spec.seed, samples=samples)
+    if spec.scenario in ("server", "interactive"):
+        return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,
+                                samples=spec.samples)
+    if spec.scenario == "singlestream":
+        return scenarios.single_stream(bench, spec.seed, samples=spec.samples or 100)
+    if spec.scenario == "concurrency":
+        samples = spec.samples or 10 * spec.concurrency
+        return scenarios.closed_loop(spec.concurrency, spec.isl, spec.osl, samples)
+    return read_trace(Path(spec.trace), limit=spec.samples)
+
+
+def _plain(d: dict) -> dict:
+    """JSON-safe values: numpy scalars to Python, NaN to None."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float) and v != v:
+            v = None
+        out[k] = v
+    return out
+
+
+__all__ = ["Result", "build_workload", "conformance", "run_setup", "summarize_run"]

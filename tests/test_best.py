@@ -1,0 +1,83 @@
+"""`deployment: best`: the search's winner, cached on disk under a key of everything that decides it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gpusim.best as best
+from gpusim.build import prepare
+from gpusim.cli import main
+from gpusim.defaults import read_defaults
+
+SMALL = prepare("b200-hgx", "llama2-70b")
+
+
+def test_the_cache_key_changes_with_every_input_that_decides_a_search(monkeypatch):
+    key = best.search_key(SMALL, "offline", 600.0, 0, None)
+    assert best.search_key(prepare("b200-hgx", "llama2-70b"), "offline", 600.0, 0, None) == key
+    changed = [
+        best.search_key(SMALL, "server", 600.0, 0, None),
+        best.search_key(SMALL, "offline", 2400.0, 0, None),
+        best.search_key(SMALL, "offline", 600.0, 1, None),
+        best.search_key(SMALL, "offline", 600.0, 0, 4),
+        best.search_key(prepare("b200-hgx", "llama2-70b", systems=2), "offline", 600.0, 0, None),
+        best.search_key(prepare("b300-hgx", "llama2-70b"), "offline", 600.0, 0, None),
+        best.search_key(SMALL.with_deployment(SMALL.deployment.model_copy(update={"software": "vllm"})),
+                        "offline", 600.0, 0, None),
+    ]
+    assert key not in changed and len(set(changed)) == len(changed)
+    monkeypatch.setattr(best, "code_version", lambda: "another version")
+    assert best.search_key(SMALL, "offline", 600.0, 0, None) != key
+
+
+def test_a_repeated_search_comes_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path))
+    first, result = best.find_best(SMALL, "offline", 60.0)
+    assert result is not None and not first.cached
+    assert list((tmp_path / "search").glob("*.json"))
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(best, "search_deployments", no_search)
+    again, result = best.find_best(SMALL, "offline", 60.0)
+    assert result is None and again.cached
+    assert again.deployment == first.deployment and again.tokens_per_s == first.tokens_per_s
+    with pytest.raises(AssertionError, match="searched again"):
+        best.find_best(SMALL, "offline", 90.0)  # another run length misses
+
+
+def test_the_cache_honours_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("GPUSIM_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert best.cache_dir() == tmp_path / "gpusim"
+
+
+def test_mlperf_with_the_deployment_its_search_wrote_gives_the_same_result(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path / "cache"))
+    common = ["mlperf", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "server",
+              "--duration", "30", "--json", "--workers", "1"]
+    assert main([*common, "--search", "--out", str(tmp_path / "found")]) == 0
+    searched = json.loads(capsys.readouterr().out)
+    assert main([*common, "--deployment", str(tmp_path / "found" / "deployment.yaml")]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    for key in ("peak_qps", "result_tokens_per_s", "ttft_p99_s", "tpot_p99_s", "valid"):
+        assert replayed[key] == searched[key], key
+    assert main(common) == 0  # a cached search: one confirming run, the same answer
+    cached = json.loads(capsys.readouterr().out)
+    assert cached["search_cached"] and cached["result_tokens_per_s"] == searched["result_tokens_per_s"]
+
+
+def test_run_accepts_best_and_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path))
+    args = ["run", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "offline",
+            "--samples", "500", "--json", "--workers", "1"]
+    assert main([*args, "--deployment", "default"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main(["run", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "concurrency",
+                 "--concurrency", "4", "--isl", "64", "--osl", "8", "--deployment", "best"]) == 2
+    assert "valid: offline, server or interactive" in capsys.readouterr().err
+    searched = read_defaults("b200-hgx").entries["llama2-70b"]["offline"].deployment
+    assert default["deployment"]["name"] == searched.name  # the shipped searched default
