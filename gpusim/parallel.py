@@ -4,30 +4,53 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from gpusim.specs.software import SoftwareProfile, overlaid, software_overlay
 
 Job = TypeVar("Job")
 Out = TypeVar("Out")
 
 
+@dataclass(frozen=True)
+class _Overlaid(Generic[Job, Out]):
+    """`fn` run under `software_overlay(*profiles)`: the caller's overlaid profiles reach a worker as data."""
+
+    fn: Callable[[Job], Out]
+    profiles: tuple[SoftwareProfile, ...]
+
+    def __call__(self, job: Job) -> Out:
+        with software_overlay(*self.profiles):
+            return self.fn(job)
+
+
+def _task(fn: Callable[[Job], Out]) -> Callable[[Job], Out]:
+    """`fn` as a worker runs it: under the software profiles overlaid in this process, if any."""
+    profiles = overlaid()
+    return _Overlaid(fn, profiles) if profiles else fn
+
+
 def parallel_map(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -> list[Out]:
     """`[fn(j) for j in jobs]`, in order, over `workers` processes (one job each at a time, so a long job
-    does not hold others back); `fn` must be picklable, a module-level function or a `functools.partial`."""
+    does not hold others back); `fn` must be picklable, a module-level function or a `functools.partial`.
+    Software profiles overlaid in this process (`software_overlay`) are overlaid in the workers too."""
     jobs = list(jobs)
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(fn, jobs, chunksize=1))
+            return list(pool.map(_task(fn), jobs, chunksize=1))
     return [fn(j) for j in jobs]
 
 
 def parallel_imap(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -> Iterator[tuple[int, Out]]:
-    """(index, `fn(job)`) for each job as it finishes, over `workers` processes (in order with one worker)."""
+    """(index, `fn(job)`) for each job as it finishes, over `workers` processes (in order with one worker), with
+    the overlaid software profiles as `parallel_map`."""
     jobs = list(jobs)
     if workers <= 1 or len(jobs) <= 1:
         yield from ((i, fn(j)) for i, j in enumerate(jobs))
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(fn, j): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(_task(fn), j): i for i, j in enumerate(jobs)}
         for f in as_completed(futures):
             yield futures[f], f.result()
 

@@ -185,7 +185,10 @@ def run_point(point: Point) -> PointResult:
 
 def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Deployment:
     """The point's deployment (named, or the default for its hardware and model) with `updates` set."""
-    if spec.deployment is None:
+    if spec.deployment == "best":
+        raise InputError(source, "deployment", "deployment.FIELD values change a named or the default deployment; "
+                         "valid with them: a deployment file or default, not best")
+    if spec.deployment in (None, "default"):
         from gpusim.deploy import default_deployment
         from gpusim.specs.benchmark import load_benchmark
         from gpusim.specs.hardware import load_hardware

@@ -22,3 +22,15 @@ def shared_dir() -> Path:
     if not (SHARED / "reference").is_dir():
         pytest.skip("../shared/reference is absent (fresh clone without the reference data)")
     return SHARED
+
+
+try:  # property tests (Hypothesis): few examples by default; HYPOTHESIS_PROFILE=slow runs many more
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("default", max_examples=12, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("slow", max_examples=300, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # the property tests skip without it
+    pass

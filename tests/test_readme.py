@@ -71,8 +71,8 @@ def check(line: str, out: str, cwd: Path) -> None:
     if " --out " in line and line.startswith("gpusim run "):
         folder = cwd / line.split(" --out ")[1].split()[0]
         assert {"summary.json", "requests.parquet", "timeline.csv", "steps.json"} <= {p.name for p in folder.iterdir()}
-    if "experiments/gb300-deepseek-r1-server.yaml" in line:
-        assert "verdict     VALID" in out
+    if "experiments/gb300-deepseek-r1-server.yaml" in line:  # a short run: within the limits, not conformant
+        assert "not an MLPerf-conformant run (its p99 TTFT and TPOT meet the limits)" in out
 
 
 def test_the_readme_has_a_short_tour():
@@ -98,7 +98,7 @@ def test_the_python_example_runs(monkeypatch, tmp_path):
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     result = scope["result"]
-    assert result.summary["valid"] is True and len(result.requests) > 0 and len(result.timeline) > 0
+    assert result.summary["latency_met"] is True and len(result.requests) > 0 and len(result.timeline) > 0
 
 
 def test_docs_howtos_run_to_their_last_command(tmp_path):

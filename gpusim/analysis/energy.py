@@ -94,7 +94,7 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
     util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
     used = min(int(summary.get("num_gpus") or 0), hardware.num_gpus)
     capex_usd_per_s = None if capex is None else capex * hardware.systems / (value("amortisation_years")
-                                                                              * SECONDS_PER_YEAR)
+                                                                             * SECONDS_PER_YEAR)
 
     def power_w(u: float) -> float:
         tdp = hardware.gpu.tdp_w.value
@@ -104,11 +104,11 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
         return (gpu_w + other_w) * value("pue")
 
     def per_token(tps: float | None, w: float) -> tuple[float | None, float | None]:
+        """J and $ per token; the $ figure is None for a system without a price."""
         if not tps:
             return None, None
-        if capex_usd_per_s is None:  # a system without a price: no $ figure
-            return w / tps, None
-        return w / tps, 1e6 * (capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600) / tps
+        usd = None if capex_usd_per_s is None else 1e6 * (capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600) / tps
+        return w / tps, usd
 
     run_w = power_w(util)
     energy, usd = per_token(summary.get("output_tokens_per_s") or 0.0, run_w)

@@ -1,7 +1,7 @@
 """`gpusim calibrate`: fit a software profile's constants, op level then request level, and write them back.
 
-Procedure (docs/design.md: Accuracy discipline; every number lands in hardware_profiles/software/<profile>.yaml
-with this command):
+Procedure (docs/design.md: Accuracy discipline; every number lands in hardware_profiles/software/<profile>.yaml,
+written once when the fit is done):
 
 1. **Op level** (needs the optional `aiconfigurator-core` tables, `gpusim.calibrate.kernels`): the op
    families are fitted on the constants they depend on (`kernels.RELEVANT`), GEMMs first (their shape
@@ -27,6 +27,10 @@ with this command):
    the MLPerf Offline rows; the fit (surrogate, training rows) and held-out MAPE go into the profile's
    `calibration:` block.
 
+Trial constants never go through the tracked files: each prediction pass runs with its trial profile as data
+(`software_overlay`; `gpusim.parallel` hands it to the worker processes), and the fitted profile is written once,
+at the end, atomically (`write_profile`), so an interrupted calibration leaves every profile as it was.
+
 With `--timing table` the engine times kernels from the measured tables (gpusim.perf.table_step): step 1
 does not apply, step 2 fits the same overheads, and they and the errors go into the profile's
 `table_timing:` and `table_calibration:`, the roofline's constants untouched.
@@ -36,6 +40,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,9 +55,8 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
-from gpusim.specs.catalog import clear_cache
 from gpusim.specs.experiment import Timing
-from gpusim.specs.software import SOFTWARE, SoftwareProfile, load_software
+from gpusim.specs.software import SOFTWARE, SoftwareProfile, reload_software, software_overlay
 
 if TYPE_CHECKING:
     from gpusim.specs.hardware import Hardware
@@ -223,11 +228,10 @@ def throughput_mape(pred_s: np.ndarray, measured_s: np.ndarray) -> float | None:
 
 
 # ---- the profile file ----------------------------------------------------------------------------------------
-def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
-                  request_values: dict[str, float], calibration: dict, path: Path | None = None,
-                  timing: Timing = "roofline") -> Path:
-    """Write hardware_profiles/software/<name>.yaml: `base` with the fitted constants and a calibration block.
-    An override `base` already has keeps its source where its value is unchanged. Under `timing: table` the
+def profile_text(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
+                 request_values: dict[str, float], calibration: dict, timing: Timing = "roofline") -> str:
+    """The YAML of profile `name`: `base` with the fitted constants and a calibration block. An override
+    `base` already has keeps its source where its value is unchanged. Under `timing: table` the
     request-level constants and the block go to `table_timing` and `table_calibration`, the rest stays."""
     src = f"fitted by `{calibration['command']}` on {calibration['date']}"
     if timing == "table":
@@ -253,11 +257,39 @@ def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[
     if prof.table_timing:
         data["table_timing"] = {k: v.model_dump(exclude_none=True) for k, v in prof.table_timing.items()}
         data["table_calibration"] = prof.table_calibration
-    path = path or SOFTWARE / f"{name}.yaml"
     header = (f"# {prof.name}: kernel efficiencies and overheads, fitted by gpusim calibrate (see calibration:).\n"
               "# Re-fit: the command in calibration.command; procedure in gpusim/calibrate/fit.py.\n")
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120))
-    clear_cache()
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def trial_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
+                  request_values: dict[str, float], calibration: dict, timing: Timing = "roofline") -> SoftwareProfile:
+    """The profile `write_profile` would write, in memory only (read back from its YAML, so it is the same
+    profile the file would give): what a calibration's prediction passes run with (`software_overlay`)."""
+    text = profile_text(name, base, arch_values, request_values, calibration, timing)
+    return SoftwareProfile.model_validate(yaml.safe_load(text))
+
+
+def write_profile(name: str, base: SoftwareProfile, arch_values: dict[str, dict[str, float]],
+                  request_values: dict[str, float], calibration: dict, path: Path | None = None,
+                  timing: Timing = "roofline") -> Path:
+    """Write hardware_profiles/software/<name>.yaml (or `path`) as `profile_text` gives it, atomically: a
+    temporary file in the same folder, then renamed over the old one, so an interrupted write leaves the old
+    file whole."""
+    path = path or SOFTWARE / f"{name}.yaml"
+    text = profile_text(name, base, arch_values, request_values, calibration, timing)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    reload_software()
     return path
 
 
@@ -308,11 +340,7 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
         held = held.sample(n=held_sample, random_state=SEED).sort_index()
     sw = start
     if arch_values:  # final op-level values: their source carries the date (the request level follows)
-        write_profile(name, start, arch_values, {}, {"command": command, "date": dt.date.today().isoformat()})
-        sw = load_software(name)
-
-    def predict(r: pd.DataFrame) -> pd.DataFrame:
-        return predict_rows(r.reset_index(drop=True), workers, timing=timing)
+        sw = trial_profile(name, start, arch_values, {}, {"command": command, "date": dt.date.today().isoformat()})
 
     if not arch_values:  # keep the profile's per-architecture overrides as they are
         arch_values = {a: {k: v.value for k, v in o.items()} for a, o in sw.overrides.items()}
@@ -320,21 +348,27 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     theta0 = {n: sw.for_timing(timing).value(n) for n in (*names, "request_overhead_ms")}
     pending = {"command": command, "date": "in progress"}
 
-    def write(values: dict[str, float], block: dict) -> None:
-        write_profile(name, sw, arch_values, values, block, timing=timing)
+    def trial(values: dict[str, float], block: dict) -> SoftwareProfile:
+        """Profile `name` with `values`: the engine runs with it as data; no file is written until the end."""
+        return trial_profile(name, sw, arch_values, values, block, timing)
 
-    write({}, pending)
-    offline = (offline_rows(mlperf, rounds_of, name, mlperf_duration_s, workers)
-               if mlperf and timing == "roofline" else [])
+    def predict(prof: SoftwareProfile, r: pd.DataFrame) -> pd.DataFrame:
+        with software_overlay(prof):
+            return predict_rows(r.reset_index(drop=True), workers, timing=timing)
 
-    def predict_offline_rows() -> np.ndarray:
-        return predict_offline(offline, mlperf_duration_s, workers)
+    def predict_offline_rows(prof: SoftwareProfile) -> np.ndarray:
+        with software_overlay(prof):
+            return predict_offline(offline, mlperf_duration_s, workers)
 
-    base, base_offline = predict(train), predict_offline_rows()
+    first = trial({}, pending)
+    with software_overlay(first):
+        offline = (offline_rows(mlperf, rounds_of, name, mlperf_duration_s, workers)
+                   if mlperf and timing == "roofline" else [])
+    base, base_offline = predict(first, train), predict_offline_rows(first)
     nudged_silicon, nudged_offline = {}, {}
     for n in names:
-        write({n: theta0[n] + FITTED[n]}, pending)
-        nudged_silicon[n], nudged_offline[n] = predict(train), predict_offline_rows()
+        nudged = trial({n: theta0[n] + FITTED[n]}, pending)
+        nudged_silicon[n], nudged_offline[n] = predict(nudged, train), predict_offline_rows(nudged)
     measured_offline = np.array([r.measured_s_per_token for r in offline])
     theta, fitted = fit_requests(train, base, nudged_silicon, theta0,
                                  OfflineFit(base_offline, nudged_offline, measured_offline) if offline else None)
@@ -343,12 +377,12 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     if offline:
         data += (f"; {mlperf.name}: {len(offline)} Offline rows run with {name}, each on the deployment the MLPerf "
                  f"search finds ({mlperf_duration_s:.0f} s runs)")
-    write(theta, calibration_block(command, data, fitted, {}))
-    held_err = row_errors(held.reset_index(drop=True), predict(held))
+    final = trial(theta, calibration_block(command, data, fitted, {}))
+    held_err = row_errors(held.reset_index(drop=True), predict(final, held))
     if offline:  # the fitted rows in the real engine at the final constants
-        held_err["mlperf_offline_simulated"] = throughput_mape(predict_offline_rows(), measured_offline)
+        held_err["mlperf_offline_simulated"] = throughput_mape(predict_offline_rows(final), measured_offline)
     block = calibration_block(command, data, fitted, held_err)
-    write_profile(name, load_software(name), arch_values, theta, block, timing=timing)
+    write_profile(name, final, arch_values, theta, block, timing=timing)  # the one write, once all is known
     return block
 
 
@@ -423,8 +457,10 @@ __all__ = [
     "fit_surrogate",
     "generation_ratio",
     "mape",
+    "profile_text",
     "row_errors",
     "split_rows",
+    "trial_profile",
     "with_values",
     "write_profile",
 ]

@@ -137,7 +137,8 @@ def _format_summary(s: dict) -> str:
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
     if s.get("conformant") is False:
-        lines.append(f"conformance not an MLPerf-conformant run ({'; '.join(s['conformance_reasons'])}): "
+        met = " (its p99 TTFT and TPOT meet the limits)" if s.get("latency_met") else ""
+        lines.append(f"conformance not an MLPerf-conformant run{met}: {'; '.join(s['conformance_reasons'])}; "
                      "`gpusim mlperf` runs the conformant test")
     if s.get("overloaded"):
         lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "

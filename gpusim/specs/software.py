@@ -10,11 +10,13 @@ applies them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpusim.specs.catalog import load_ref, names, shipped_dir
+from gpusim.specs.catalog import clear_cache, load_ref, names, shipped_dir
 from gpusim.specs.deployment import AdpBalance
 from gpusim.specs.sourced import Grade, Sourced
 
@@ -284,14 +286,44 @@ class SoftwareProfile(BaseModel):
         return self.model_copy(update={**t, "overrides": overrides})
 
 
+_OVERLAY: dict[str, SoftwareProfile] = {}
+"""Profiles given as data (`software_overlay`), which `load_software` returns in place of the files."""
+
+
 def software_names() -> list[str]:
-    return names("software")
+    """The profiles' names: the shipped and `GPUSIM_PATH` files', then any overlaid one without a file."""
+    files = names("software")
+    return files + [n for n in _OVERLAY if n not in files]
 
 
 def load_software(name: str, source: str = "command line") -> SoftwareProfile:
-    """Load hardware_profiles/software/<name>.yaml, a `GPUSIM_PATH` profile or a software file by path."""
-    return load_ref(SoftwareProfile, "software", name, "software", source)
+    """The overlaid profile `name` (`software_overlay`), else hardware_profiles/software/<name>.yaml, a
+    `GPUSIM_PATH` profile or a software file by path."""
+    return _OVERLAY[name] if name in _OVERLAY else load_ref(SoftwareProfile, "software", name, "software", source)
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
-           "software_names"]
+def reload_software() -> None:
+    """Forget the profile files read so far (after one is rewritten)."""
+    clear_cache()
+
+
+def overlaid() -> tuple[SoftwareProfile, ...]:
+    """The profiles `software_overlay` gives now (`gpusim.parallel` hands them to its worker processes)."""
+    return tuple(_OVERLAY.values())
+
+
+@contextmanager
+def software_overlay(*profiles: SoftwareProfile) -> Iterator[None]:
+    """Within the block `load_software(p.id)` is `p` for each of `profiles`, whatever the files hold: a
+    calibration's trial constants reach the engine as data and the tracked files stay as they are."""
+    saved = dict(_OVERLAY)
+    _OVERLAY.update({p.id: p for p in profiles})
+    try:
+        yield
+    finally:
+        _OVERLAY.clear()
+        _OVERLAY.update(saved)
+
+
+__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software", "overlaid",
+           "reload_software", "software_names", "software_overlay"]
