@@ -11,7 +11,7 @@ import yaml
 import gpusim
 from gpusim.cli import main
 from gpusim.errors import InputError
-from gpusim.specs.hardware import PROFILES, load_hardware
+from gpusim.specs.hardware import PROFILES, load_hardware, same_as_shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"scenario": "server", "qps": 5, "duration_s": 20}
@@ -38,14 +38,15 @@ def test_a_renamed_copy_of_a_rack_by_path_gives_the_racks_result(tmp_path):
     assert same(mine, shipped)
 
 
-@pytest.mark.xfail(strict=True, reason="searched defaults (hardware_profiles/defaults/) are keyed by system id, so a "
-                   "renamed copy gets the rule deployment; for the lead's gpusim/defaults.py")
 def test_a_renamed_copy_gets_the_racks_searched_default_deployment(tmp_path):
     from gpusim.build import prepare
 
     rack = renamed(PROFILES / "systems" / "gb300-nvl72.yaml", tmp_path / "my-rack.yaml", "my-rack")
     shipped = prepare("gb300-nvl72", "deepseek-r1", scenario="server").deployment
+    assert shipped.name != "default-tp4"  # a searched one, not the rule's
     assert prepare(str(rack), "deepseek-r1", scenario="server").deployment == shipped
+    changed = renamed(PROFILES / "systems" / "gb300-nvl72.yaml", tmp_path / "other.yaml", "other", gpus=64)
+    assert same_as_shipped(load_hardware(str(changed))) is None  # another number: not the shipped rack
 
 
 def test_a_rack_without_a_price_runs_without_a_dollar_figure(tmp_path):
