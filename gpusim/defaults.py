@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.hardware import PROFILES, Hardware
+from gpusim.specs.hardware import PROFILES, Hardware, same_as_shipped
 from gpusim.specs.loading import load_yaml_model
 
 DEFAULTS = PROFILES / "defaults"
@@ -69,7 +69,8 @@ def read_defaults(system: str) -> DefaultsFile | None:
 
 def searched_default(hw: Hardware, model_id: str, scenario: str, software: str = "trtllm") -> Deployment | None:
     """The shipped searched deployment of `model_id` in `scenario` on `hw` (any number of its systems), or None."""
-    table = read_defaults(hw.system.id)
+    system = same_as_shipped(hw)  # a renamed copy of a shipped profile takes the original's defaults
+    table = read_defaults(system) if system is not None else None
     entry = table.entries.get(model_id, {}).get(scenario) if table and table.software == software else None
     if entry is None:
         return None

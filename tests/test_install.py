@@ -55,3 +55,17 @@ def test_an_unpacked_wheel_runs_from_another_directory(wheel, tmp_path):
     lines = subprocess.run([sys.executable, "-I", "-c", code, str(site)], cwd=elsewhere, capture_output=True,
                            text=True, check=True).stdout.split()
     assert lines[0].startswith(str(site)) and int(lines[1]) > 0
+
+
+def test_a_wheel_built_from_the_sdist_ships_every_profile(tmp_path):
+    """`python -m build` builds the wheel from the sdist: the profiles must survive that route too."""
+    pytest.importorskip("setuptools", minversion="77")
+    code = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    name = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()[-1]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(tmp_path / name)], check=True, capture_output=True, cwd=tmp_path)
+    (path,) = tmp_path.glob("gpusim-*.whl")
+    names = set(zipfile.ZipFile(path).namelist())
+    shipped = [f"gpusim/{p.relative_to(ROOT)}" for d in DATA for p in (ROOT / d).rglob("*.yaml")]
+    assert [f for f in shipped if f not in names] == []

@@ -16,15 +16,20 @@ README = (ROOT / "README.md").read_text()
 SHARED = ROOT.parent / "shared"
 
 
+HEADLINE = "## Install and run"
+"""The headline run (a whole rack, Offline sized for 2,400 s: about 40 s) runs with the slow checks."""
+
+
 def shell_lines() -> list[str]:
     """The gpusim commands of the README's bash blocks, in order (an install before `&&` is the test's own
-    environment; the test command itself is this suite)."""
+    environment; the test command itself is this suite). The headline's line is marked slow."""
     lines = []
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
-        for line in block.splitlines():
-            command = line.split(" && ")[-1].strip()
-            if command.startswith("gpusim "):
-                lines.append(command)
+    for section in re.split(r"(?m)^(?=## )", README):
+        for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+            for line in block.splitlines():
+                command = line.split(" && ")[-1].strip()
+                if command.startswith("gpusim "):
+                    lines.append(command + ("  # slow: the headline" if section.startswith(HEADLINE) else ""))
     return lines
 
 

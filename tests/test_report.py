@@ -71,6 +71,14 @@ def test_the_report_is_one_self_contained_file(run_dir, tmp_path, capsys):
     assert main(["report", str(run_dir)]) == 0 and (run_dir / "report.html").exists()
 
 
+@pytest.mark.parametrize("target", ["", "requests.parquet", "summary.json"])
+def test_plot_draws_a_single_runs_output(run_dir, tmp_path, target):
+    for kind in ("latency-cdf", "pareto"):
+        out = tmp_path / f"{kind}.png"
+        assert main(["plot", kind, str(run_dir / target), "-o", str(out)]) == 0
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
 def test_reporting_a_folder_with_nothing_in_it_is_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err

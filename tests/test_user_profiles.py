@@ -11,7 +11,7 @@ import yaml
 import gpusim
 from gpusim.cli import main
 from gpusim.errors import InputError
-from gpusim.specs.hardware import PROFILES, load_hardware
+from gpusim.specs.hardware import PROFILES, load_hardware, same_as_shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"scenario": "server", "qps": 5, "duration_s": 20}
@@ -36,6 +36,17 @@ def test_a_renamed_copy_of_a_rack_by_path_gives_the_racks_result(tmp_path):
     mine = gpusim.run(str(rack), "llama2-70b", **SMALL, costs={"capex_usd": 3.5e6}).summary
     assert mine["hardware"] == "my-rack" and shipped["completed_requests"] > 0
     assert same(mine, shipped)
+
+
+def test_a_renamed_copy_gets_the_racks_searched_default_deployment(tmp_path):
+    from gpusim.build import prepare
+
+    rack = renamed(PROFILES / "systems" / "gb300-nvl72.yaml", tmp_path / "my-rack.yaml", "my-rack")
+    shipped = prepare("gb300-nvl72", "deepseek-r1", scenario="server").deployment
+    assert shipped.name != "default-tp4"  # a searched one, not the rule's
+    assert prepare(str(rack), "deepseek-r1", scenario="server").deployment == shipped
+    changed = renamed(PROFILES / "systems" / "gb300-nvl72.yaml", tmp_path / "other.yaml", "other", gpus=64)
+    assert same_as_shipped(load_hardware(str(changed))) is None  # another number: not the shipped rack
 
 
 def test_a_rack_without_a_price_runs_without_a_dollar_figure(tmp_path):

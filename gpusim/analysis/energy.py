@@ -75,7 +75,7 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
                     overrides: Mapping | None = None) -> dict[str, float | None]:
     """Average power, energy per token, tokens/s per MW and $ per million output tokens of one run.
 
-    The $ figure is None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
+    The $ figures are None for a system without a price (a user's profile): pass `capex_usd` (`--costs FILE`).
 
     `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
     None when the run produced no tokens.

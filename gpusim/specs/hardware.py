@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpusim.errors import InputError
-from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_root
+from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_dir, shipped_root
 from gpusim.specs.loading import load_yaml_model
 from gpusim.specs.sourced import Sourced, non_negative, positive
 
@@ -195,6 +195,30 @@ def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) ->
         systems=systems,
         oversubscription=oversubscription,
     )
+
+
+def _values(doc: object) -> object:
+    """A dumped profile without its provenance (sources, grades, notes): the numbers and names that matter."""
+    if isinstance(doc, dict):
+        return {k: _values(v) for k, v in doc.items() if k not in ("source", "grade", "note")}
+    return [_values(v) for v in doc] if isinstance(doc, list) else doc
+
+
+def hardware_key(hw: Hardware) -> object:
+    """What the model sees of a system, one system of it: equal for a renamed copy of a profile (another id,
+    name, or sources) and different as soon as a number, a GPU or a fabric differs."""
+    naming = {"id", "name", "gpu", "nvlink", "scaleout", "variant_of", "scaleout_nic"}
+    return _values([part.model_dump(exclude=naming) for part in (hw.system, hw.gpu, hw.nvlink, hw.scaleout)])
+
+
+def same_as_shipped(hw: Hardware) -> str | None:
+    """The shipped system whose hardware `hw` is (its own id when it is one), or None: what a system's searched
+    defaults (`gpusim.defaults`) are keyed by, so a renamed copy of a shipped profile runs as the original."""
+    shipped = [p.stem for p in sorted(shipped_dir("systems").glob("*.yaml"))]
+    if hw.id in shipped:
+        return hw.id
+    key = hardware_key(hw)
+    return next((name for name in shipped if hardware_key(load_hardware(name)) == key), None)
 
 
 def all_profiles() -> dict[str, list[str]]:
