@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from gpusim import cli
-from gpusim.specs import hardware, model
+from gpusim.specs.catalog import clear_cache
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = 14
@@ -161,24 +161,24 @@ def sampled(cases: tuple[Case, ...], k: int = SAMPLE, seed: int = 31) -> list[Ca
 # ---- running one ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch copy of the hardware and model profiles the loaders read, and the experiment's files."""
-    shutil.copytree(REPO / "hardware_profiles", tmp_path / "hardware_profiles")
-    shutil.copytree(REPO / "workloads" / "models", tmp_path / "models")
-    monkeypatch.setattr(hardware, "PROFILES", tmp_path / "hardware_profiles")
-    monkeypatch.setattr(model, "MODELS", tmp_path / "models")
+    """A `GPUSIM_PATH` folder holding copies of the profiles the mutations target (they shadow the shipped
+    ones of the same name), and the experiment's files."""
+    for kind in ("systems", "gpus"):
+        (tmp_path / "profiles" / kind).mkdir(parents=True)
+    (tmp_path / "profiles" / "models").mkdir()
+    monkeypatch.setenv("GPUSIM_PATH", str(tmp_path / "profiles"))
     return tmp_path
 
 
 def _clear_caches() -> None:
-    for f in (hardware._system, hardware.load_gpu, hardware.load_fabric, model.load_model):
-        f.cache_clear()
+    clear_cache()
 
 
 def _targets(root: Path) -> dict[str, Path]:
     return {"experiment": root / "exp.yaml", "deployment": root / "dep.yaml",
-            "system": root / "hardware_profiles" / "systems" / "h100-hgx.yaml",
-            "gpu": root / "hardware_profiles" / "gpus" / "h100-sxm.yaml",
-            "model": root / "models" / "llama3.1-8b.yaml", "trace.csv": root / "trace.csv",
+            "system": root / "profiles" / "systems" / "h100-hgx.yaml",
+            "gpu": root / "profiles" / "gpus" / "h100-sxm.yaml",
+            "model": root / "profiles" / "models" / "llama3.1-8b.yaml", "trace.csv": root / "trace.csv",
             "trace.jsonl": root / "trace.jsonl"}
 
 
