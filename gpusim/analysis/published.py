@@ -1,4 +1,4 @@
-"""Published MLPerf rows (shaped like ../shared/reference/mlperf_calibration.csv) mapped to gpusim runs.
+"""Published MLPerf rows (shaped like the published-results CSV of docs/accuracy.md) mapped to gpusim runs.
 
 Rows name hardware in submitters' spellings (`NVIDIA B300-SXM-270GB (1100W TGP)` × 8); they map to a
 system profile and a count by rule, never by listing rows. Published values are only ever compared

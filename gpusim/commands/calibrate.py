@@ -9,8 +9,8 @@ from pathlib import Path
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
 
-DEFAULT_SILICON = Path("../shared/reference/silicon_sample.csv")
-DEFAULT_MLPERF = Path("../shared/reference/mlperf_calibration.csv")
+DEFAULT_SILICON = Path("..") / "shared" / "reference" / "silicon_sample.csv"  # the data of docs/accuracy.md
+DEFAULT_MLPERF = Path("..") / "shared" / "reference" / "mlperf_calibration.csv"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,7 @@
 """MLPerf LoadGen run rules: early stopping, min duration, min query counts and the verdict.
 
 Definitions follow MLPerf Inference `loadgen/early_stopping.cc` and `loadgen/results.cc`
-(../shared/reference/mlperf_rules.md §1.2–1.4):
+(docs/mlperf.md):
 
 - Early stopping (Server/Interactive, token-latency models): with `t` samples over a latency limit,
   the smallest `h` with `I(p − d; h, t + 1) ≤ 1 − c` (regularized incomplete beta, confidence

@@ -1,6 +1,6 @@
 """`gpusim validate mlperf`: the best result gpusim finds for each published MLPerf row, beside it.
 
-Rows (shaped like ../shared/reference/mlperf_calibration.csv) name hardware in submitters' spellings;
+Rows (shaped like the published-results CSV of docs/accuracy.md) name hardware in submitters' spellings;
 `map_accelerator` maps them by rule to a profile and a system count, and the run uses exactly
 `num_accelerators` GPUs. The benchmark name maps by `benchmark_id`. Units: `tokens/s` (all GPUs),
 `tokens/s/GPU`, `samples/s` and `queries/s` (completed requests per second).

@@ -1,6 +1,6 @@
 """`gpusim validate silicon`: simulate every row of a silicon sample and score TTFT and TPOT.
 
-A row (shaped like ../shared/reference/silicon_sample.csv, AIConfigurator's columns) is one deployment
+A row (shaped like the silicon sample of docs/accuracy.md, AIConfigurator's columns) is one deployment
 measured closed-loop at a fixed concurrency with fixed ISL/OSL. Each row maps by rule to a system
 profile, a model YAML and a `Deployment`:
 
