@@ -91,12 +91,15 @@ def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int)
     the reasons when not), `latency_met` (the p99 limits, all a short run can judge), `valid` (the whole
     verdict: never true for a run that is not conformant) and, for Server-like runs, whether the offered
     load exceeds what the deployment serves (`overloaded`, with the measured `started_share` and the
-    analytic `capacity_qps_estimate`). Scenarios without MLPerf rules get None."""
+    analytic `capacity_qps_estimate`). Every run carries the same keys (a sweep's table has one schema);
+    what a scenario cannot judge is None."""
+    out: dict = {"conformant": None, "conformance_reasons": [], "latency_met": None, "started_share": None,
+                 "capacity_qps_estimate": None, "overloaded": None}
     if scenario not in ("offline", *SERVER_LIKE):
-        return {"conformant": None, "conformance_reasons": []}
+        return out
     checks = rules.check(records, setup.bench, scenario, issued)
     reasons = [r for r in checks.reasons if r.startswith(("min duration", "min queries"))]
-    out: dict = {"conformant": not reasons, "conformance_reasons": reasons}
+    out.update(conformant=not reasons, conformance_reasons=reasons)
     if scenario in SERVER_LIKE:
         share, capacity = started_share(records, scenario), setup.expected_qps()
         offered = (len(records) - 1) / float(records["scheduled_s"].max()) if len(records) > 1 else 0.0
