@@ -206,8 +206,13 @@ def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: floa
     return PeakSearch(rate(klo), rate(khi), tried)
 
 
-CAPACITY_MARGIN = 0.97
-"""After an overloaded full run, the walk-down resumes this far below the rate the run measurably served."""
+CAPACITY_SLACK = 0.02
+"""An overloaded full run's served rate (`served_qps`) reads up to ~1% under what a run just below capacity
+sustains (B200 Llama 2 70B Server: 326.4-326.8 QPS served at 330.6-351 offered, 327.4 VALID, 330.6 INVALID):
+rates this far above it count as INVALID without a run."""
+CAPACITY_STEPS = 2
+"""...and the full-length bisection starts this many grid steps below that: a queue that grows for a whole
+submission-length run fails the TTFT limit, so the peak lies just below the capacity."""
 
 
 def served_qps(t: Trial) -> float | None:
@@ -273,23 +278,44 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
         return PeakResult(setup, trials[search.peak], search, limit, False, runs)
     if short < full or search.peak not in trials:
         runs += 1
-        if not judged(search.peak, full):  # the short runs were too lenient: walk down at full duration
-            g = grid or 1 + rel_tol
-            step = _on_grid(WALK_DOWN, g)
-            hi, lo = search.peak, search.peak * step
-            served = served_qps(trials[hi])  # an overloaded run serves its capacity: start just below it
-            if served is not None and served * CAPACITY_MARGIN < lo:
-                lo = hi * _on_grid(served * CAPACITY_MARGIN / hi, g)
-            runs += 1
-            while not judged(lo, full):
-                hi, lo, runs = lo, lo * step, runs + 1
-                if lo < 1e-3:
-                    return PeakResult(setup, trials[hi], search, trials[hi].checks.reason, False, runs)
-            below = find_peak_qps(lambda q: judged(q, full), lo, rel_tol, lo=lo, hi=hi)
+        if not judged(search.peak, full):  # the short runs were too lenient: search again at full duration
+            failed = [trials[search.peak]]
+
+            def judged_full(q: float) -> bool:
+                ok = judged(q, full)
+                failed.extend([] if ok else [trials[q]])
+                return ok
+
+            hi, lo, walked = _full_length_bracket(failed[0], grid or 1 + rel_tol, judged_full)
+            runs += walked
+            if lo is None:
+                return PeakResult(setup, failed[-1], search, failed[-1].checks.reason, False, runs)
+            below = find_peak_qps(judged_full, lo, rel_tol, lo=lo, hi=hi, grid=grid)
             runs += len(below.tried)
             search = PeakSearch(below.peak, below.lowest_invalid, search.tried + below.tried)
-            limit = trials[below.lowest_invalid].checks.reason
+            limit = min(failed, key=lambda t: t.qps).checks.reason
     return PeakResult(setup, trials[search.peak], search, limit, True, runs)
+
+
+def _full_length_bracket(failed: Trial, grid: float, valid: Callable[[float], bool]
+                         ) -> tuple[float, float | None, int]:
+    """(INVALID, VALID, runs): full-length rates below a failed full run, on the search's grid. When that run
+    was overloaded, the grid point at or above the rate it served (plus `CAPACITY_SLACK`) counts as INVALID
+    without a run and the search tries `CAPACITY_STEPS` below it; otherwise, and
+    while that fails, it walks down by `WALK_DOWN`. The VALID end is None when nothing above 1e-3 QPS holds."""
+    ratio = math.log(grid)
+    hi, k = failed.qps, round(math.log(failed.qps) / ratio)
+    walk = max(1, round(-math.log(WALK_DOWN) / ratio))
+    served = served_qps(failed)
+    if served is not None and (top := math.ceil(math.log(served * (1 + CAPACITY_SLACK)) / ratio - 1e-9)) < k:
+        hi, k = math.exp(top * ratio), top
+    k -= CAPACITY_STEPS if served is not None else walk
+    runs = 1
+    while not valid(math.exp(k * ratio)):
+        hi, k, runs = math.exp(k * ratio), k - walk, runs + 1
+        if math.exp(k * ratio) < 1e-3:
+            return hi, None, runs
+    return hi, math.exp(k * ratio), runs
 
 
 # ---- deployment search --------------------------------------------------------------------------

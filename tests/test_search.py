@@ -58,6 +58,18 @@ def test_peak_search_on_the_engine_brackets_a_valid_and_an_invalid_rate():
     assert not above.valid
 
 
+def test_a_peak_the_short_runs_overstate_is_found_again_at_full_length():
+    """Short runs pass a rate a full-length run fails (the queue grows too slowly to show): the search goes on at
+    full length from what the failed run served, and ends on a rate that holds next to one that does not."""
+    one = SMALL.with_deployment(SMALL.deployment.model_copy(update={"instances": 1}))
+    p = peak_qps(one, "server", duration_s=400.0)
+    assert p.search.peak < peak_qps(one, "server", duration_s=400.0, confirm=False).search.peak
+    assert trial(one, "server", p.search.peak, 400.0).valid
+    assert not trial(one, "server", p.search.lowest_invalid, 400.0).valid
+    assert p.search.lowest_invalid / p.search.peak == pytest.approx(1.01)
+    assert p.runs <= 6 + 4  # the short bisection, then at most four full-length runs
+
+
 def test_latency_bound_estimate_is_tighter_for_interactive():
     big = SMALL.with_deployment(SMALL.deployment.model_copy(update={"max_batch_size": 4096}))
     server, interactive = latency_bound_qps(big, "server"), latency_bound_qps(big, "interactive")
