@@ -19,8 +19,9 @@ from functools import cache
 from pathlib import Path
 
 from gpusim.build import Setup
+from gpusim.defaults import searched_entry
 from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
-from gpusim.search import SearchResult, search_deployments
+from gpusim.search import SearchResult, confirm_winner, search_deployments
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.software import load_software
 
@@ -71,6 +72,8 @@ class Found:
     num_gpus: int
     screened: int
     ranked: list[dict] = field(default_factory=list)
+    shipped: bool = False
+    """The winner is the shipped searched default's (`gpusim defaults`), re-measured rather than searched."""
     cached: bool = False
 
     def to_json(self) -> dict:
@@ -86,8 +89,10 @@ class Found:
 
 def find_best(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, gpus: int | None = None,
               workers: int = 1, log: Log = lambda _: None, use_cache: bool = True) -> tuple[Found, SearchResult | None]:
-    """The best deployment of `base`'s question: from the cache, or by `search_deployments` (its result is
-    returned too, and stored)."""
+    """The best deployment of `base`'s question: from the cache; else, when the shipped searched defaults
+    (`gpusim.defaults`) answer exactly this question, their winner re-measured with the current model (its
+    peak searched at full length from the shipped one); else by `search_deployments`. The result is returned
+    too, and stored. `use_cache=False` searches afresh."""
     duration = duration_s or SUBMISSION_DURATION_S
     path = cache_dir() / "search" / f"{search_key(base, scenario, duration, seed, gpus)}.json"
     if use_cache and path.is_file():
@@ -97,8 +102,16 @@ def find_best(base: Setup, scenario: str, duration_s: float | None = None, seed:
             return found, None
         except (ValueError, TypeError, KeyError):
             pass  # an unreadable entry is searched again and overwritten
-    result = search_deployments(base, scenario, duration, seed, log=log, gpus=gpus, workers=workers)
+    shipped = searched_entry(base.hardware, base.model.id, base.bench.id, scenario, base.deployment.software,
+                             duration, seed, gpus) if use_cache and base.timing == "roofline" else None
+    if shipped is not None:  # the shipped defaults answer this question: re-measure their winner only
+        log(f"search: {shipped.deployment.name}, the shipped searched default (gpusim defaults), re-measured")
+        result = confirm_winner(base.with_deployment(shipped.deployment, shipped.deployment.name), scenario,
+                                duration, seed, shipped.peak_qps, log=log)
+    else:
+        result = search_deployments(base, scenario, duration, seed, log=log, gpus=gpus, workers=workers)
     found = from_search(result, scenario, duration)
+    found.shipped = shipped is not None
     if use_cache:
         _write_atomic(path, json.dumps(found.to_json(), indent=1))
     return found, result

@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.hardware import PROFILES, Hardware, same_as_shipped
+from gpusim.specs.hardware import PROFILES, Hardware, hardware_key, load_hardware, same_as_shipped
 from gpusim.specs.loading import load_yaml_model
 
 DEFAULTS = PROFILES / "defaults"
@@ -82,6 +82,20 @@ def searched_default(hw: Hardware, model_id: str, scenario: str, software: str =
     return dep.model_copy(update={"instances": None}) if dep.mode == "aggregated" else dep
 
 
+def searched_entry(hw: Hardware, model_id: str, benchmark: str, scenario: str, software: str, duration_s: float,
+                   seed: int, gpus: int | None) -> DefaultEntry | None:
+    """The shipped entry when it answers exactly this search question (one system of the shipped profile, the
+    benchmark its model was searched with, the same software, run length, seed 0 and GPU budget), else None."""
+    system = same_as_shipped(hw) if hw.systems == 1 and hw.oversubscription == 1 else None
+    if system is None or hardware_key(load_hardware(system)) != hardware_key(hw):
+        return None
+    table = read_defaults(system)
+    if table is None or (table.software, table.duration_s, seed) != (software, duration_s, 0) or benchmark != model_id:
+        return None
+    entry = table.entries.get(model_id, {}).get(scenario)
+    return entry if entry is not None and entry.searched_gpus == (gpus or hw.num_gpus) else None
+
+
 LIGHT_GPUS = 2
 """A light model's weights fit in half of the HBM of this many GPUs: its best instances are small."""
 
@@ -113,4 +127,5 @@ def today() -> str:
 
 
 __all__ = ["DEFAULTS", "SCENARIOS", "DefaultEntry", "DefaultsFile", "read_defaults", "searched_default",
+           "searched_entry",
            "slice_gpus", "write_defaults"]

@@ -247,10 +247,13 @@ class PeakResult:
 
 def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, rel_tol: float = 0.01,
              confirm: bool = True, start: float | None = None, bracket: tuple[float, float] | None = None,
-             log: Log = _quiet, latencies: float = 2.0, grid: float | None = None) -> PeakResult:
+             log: Log = _quiet, latencies: float = 2.0, grid: float | None = None,
+             hint: float | None = None) -> PeakResult:
     """The highest Poisson QPS whose run is VALID: short-run bisection, then a full-duration confirmation.
 
-    Short runs last `latencies` mean valid latencies (`search_duration_s`)."""
+    Short runs last `latencies` mean valid latencies (`search_duration_s`). A `hint` (a peak found before on
+    the same grid, e.g. a shipped searched default's) skips the short runs: the search runs at full length
+    from it, two runs when the peak has not moved."""
     full = duration_s or setup.bench.min_duration_s
     short = search_duration_s(setup.bench, scenario, full, seed, latencies)
     trials: dict[float, Trial] = {}
@@ -261,6 +264,14 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
         verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
         log(f"  {setup.deployment.name}: {q:,.2f} QPS, {d:.0f} s → {verdict}")
         return t.valid
+
+    if hint is not None:
+        search = _peak_from(hint, lambda q: judged(q, full), rel_tol, grid or 1 + rel_tol)
+        if search.peak <= 0:
+            return PeakResult(setup, trials[search.lowest_invalid], search,
+                              trials[search.lowest_invalid].checks.reason, False, len(search.tried))
+        return PeakResult(setup, trials[search.peak], search, trials[search.lowest_invalid].checks.reason, True,
+                          len(search.tried))
 
     est = start if start is not None else expected_qps(setup, scenario, seed) or 1.0
     lo, hi = bracket or (None, None)
@@ -295,6 +306,31 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
             search = PeakSearch(below.peak, below.lowest_invalid, search.tried + below.tried)
             limit = min(failed, key=lambda t: t.qps).checks.reason
     return PeakResult(setup, trials[search.peak], search, limit, True, runs)
+
+
+HINT_GROWTH = 1.05
+"""A hinted search that finds its hint's neighbour on the wrong side moves on in steps of this factor."""
+
+
+def _peak_from(hint: float, valid: Callable[[float], bool], rel_tol: float, grid: float) -> PeakSearch:
+    """The peak next to `hint` on the grid: the hint and its neighbour up (VALID, INVALID: two runs) when the
+    verdict flips there, else LoadGen's bracketing and bisection from the neighbour in `HINT_GROWTH` steps
+    (each rate judged once)."""
+    seen: dict[float, bool] = {}
+
+    def once(q: float) -> bool:
+        if q not in seen:
+            seen[q] = valid(q)
+        return seen[q]
+
+    ratio = math.log(grid)
+    k = round(math.log(hint) / ratio)
+    at, up = math.exp(k * ratio), math.exp((k + 1) * ratio)
+    if once(at) and not once(up):
+        return PeakSearch(at, up, list(seen.items()))
+    start = up if seen[at] else math.exp((k - 1) * ratio)
+    found = find_peak_qps(once, start, rel_tol, growth=HINT_GROWTH, grid=grid)
+    return PeakSearch(found.peak, found.lowest_invalid, list(seen.items()))
 
 
 def _full_length_bracket(failed: Trial, grid: float, valid: Callable[[float], bool]
@@ -498,6 +534,18 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
             log(f"  {r.setup.deployment.name}: {t.tokens_per_s:,.0f} tokens/s ({d:.0f} s run)")
         contenders.sort(key=lambda r: (-r.peak.confirmed, -_tokens_per_s(r.peak)))
     return SearchResult(contenders[0].peak, contenders, screened)
+
+
+def confirm_winner(setup: Setup, scenario: str, duration_s: float, seed: int = 0, hint: float | None = None,
+                   log: Log = _quiet) -> SearchResult:
+    """A search's known winner measured again: its full-length run (Offline), or its peak searched at full
+    length from `hint` (`peak_qps`)."""
+    if scenario in rules.SERVER_LIKE:
+        peak = peak_qps(setup, scenario, duration_s, seed, log=log, hint=hint)
+    else:
+        peak = PeakResult(setup, _offline_trial(setup, scenario, duration_s, seed), PeakSearch(0.0, 0.0), None,
+                          True, 1)
+    return SearchResult(peak, [Ranked(setup, expected_qps(setup, scenario, seed), peak)], 0)
 
 
 def _coarse_peak(job: tuple[Setup, float], scenario: str, full: float, seed: int, grid: float) -> PeakResult:

@@ -9,7 +9,7 @@ import pytest
 import gpusim.best as best
 from gpusim.build import prepare
 from gpusim.cli import main
-from gpusim.defaults import read_defaults
+from gpusim.defaults import read_defaults, searched_entry
 
 SMALL = prepare("b200-hgx", "llama2-70b")
 
@@ -81,3 +81,45 @@ def test_run_accepts_best_and_default(tmp_path, monkeypatch, capsys):
     assert "valid: offline, server or interactive" in capsys.readouterr().err
     searched = read_defaults("b200-hgx").entries["llama2-70b"]["offline"].deployment
     assert default["deployment"]["name"] == searched.name  # the shipped searched default
+
+
+def test_the_shipped_defaults_answer_only_the_question_they_were_searched_for():
+    hw = SMALL.hardware
+    table = read_defaults("b200-hgx")
+    entry = searched_entry(hw, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 0, 8)
+    assert entry == table.entries["llama2-70b"]["server"]
+    assert searched_entry(hw, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 0, None) == entry
+    other = prepare("b200-hgx", "llama2-70b", systems=2).hardware
+    bw = hw.gpu.hbm_bandwidth_tbps
+    faster = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={
+        "hbm_bandwidth_tbps": bw.model_copy(update={"value": bw.value * 1.1})})})
+    misses = [
+        (other, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 0, None),  # two systems
+        (faster, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 0, None),  # another number
+        (hw, "llama2-70b", "llama2-70b", "server", "vllm", table.duration_s, 0, None),
+        (hw, "llama2-70b", "llama2-70b", "server", "trtllm", 600.0, 0, None),
+        (hw, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 1, None),
+        (hw, "llama2-70b", "llama2-70b", "server", "trtllm", table.duration_s, 0, 4),
+        (hw, "llama2-70b", "llama3.1-8b", "server", "trtllm", table.duration_s, 0, None),  # another benchmark
+    ]
+    assert all(searched_entry(*m) is None for m in misses)
+
+
+def test_a_shipped_question_re_measures_the_shipped_winner_and_no_cache_searches(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path))
+    entry = read_defaults("b200-hgx").entries["llama2-70b"]["server"]
+    calls = []
+
+    def record(kind):
+        def stop(setup, scenario, *args, **kwargs):
+            calls.append((kind, setup.deployment, kwargs.get("hint", args[2] if len(args) > 2 else None)))
+            raise StopIteration
+        return stop
+
+    monkeypatch.setattr(best, "confirm_winner", record("confirm"))
+    monkeypatch.setattr(best, "search_deployments", record("search"))
+    for use_cache in (True, False):
+        with pytest.raises(StopIteration):
+            best.find_best(SMALL, "server", None, use_cache=use_cache)
+    assert calls[0] == ("confirm", entry.deployment, entry.peak_qps)
+    assert calls[1][0] == "search"

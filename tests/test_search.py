@@ -8,6 +8,7 @@ from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
 from gpusim.search import (
     _layout,
+    _peak_from,
     balanced,
     candidate_deployments,
     expected_qps,
@@ -211,3 +212,14 @@ def test_the_analytic_screen_agrees_with_the_simulated_steady_rate_on_small_case
         sim[tp] = trial(s, "offline", None, 60.0).result.summary["steady_output_tokens_per_s"]
         assert sim[tp] == pytest.approx(est[tp], rel=0.15), tp
     assert max(est, key=est.get) == max(sim, key=sim.get)  # the screen ranks the best first
+
+
+@pytest.mark.parametrize("hint", [37.0, 37.3 / 1.01 ** 3, 37.3 * 1.12, 30.0])
+def test_a_hinted_peak_search_ends_where_a_fresh_one_does(hint):
+    calls = []
+    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
+    s = _peak_from(hint, lambda q: calls.append(q) or q <= 37.3, 0.01, 1.01)
+    assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+    assert len(calls) == len(set(calls))  # each rate judged once
+    if abs(hint / fresh.peak - 1) < 0.005:
+        assert len(calls) == 2  # the hint and its neighbour up
