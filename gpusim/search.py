@@ -162,14 +162,19 @@ class PeakSearch:
 
 def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: float = 0.01,
                   lo: float | None = None, hi: float | None = None, floor: float = 1e-3,
-                  growth: float = 2.0, grid: float | None = None) -> PeakSearch:
+                  growth: float = 2.0, grid: float | None = None,
+                  margin: Callable[[float], float | None] | None = None) -> PeakSearch:
     """LoadGen's FindPeakPerformance on any verdict function: bracket by growing/shrinking `start` by
     `growth` (LoadGen doubles), then bisect until hi/lo − 1 ≤ rel_tol. A known bracket (`lo` VALID,
     `hi` INVALID) skips the bracketing.
 
     Every rate tried lies on one geometric grid, `grid`^k (default 1 + rel_tol), so searches that start
     from different estimates or brackets end on the same grid point wherever the verdict flips once:
-    a coarse ranking search continued to the final tolerance equals a fresh search of that tolerance."""
+    a coarse ranking search continued to the final tolerance equals a fresh search of that tolerance.
+
+    With `margin` (a tried rate's signed distance from its limit, `Checks.latency_margin`) the bisection
+    interpolates where the margin crosses zero (regula falsi, Illinois variant) rather than halving; it ends
+    on the same grid point, in fewer runs where the margin is smooth in the rate (a TPOT limit)."""
     tried: list[tuple[float, bool]] = []
     ratio = math.log(grid or 1 + rel_tol)
     given: dict[int, float] = {}  # a given bracket's ends keep their own values
@@ -200,10 +205,31 @@ def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: floa
         klo = round(math.log(lo) / ratio)
         khi = max(klo + 1, round(math.log(hi) / ratio))
         given.update({klo: lo, khi: hi})
+    weight, kept = {"lo": 1.0, "hi": 1.0}, None
     while khi - klo > width:
-        mid = (klo + khi) // 2
-        klo, khi = (mid, khi) if valid(mid) else (klo, mid)
+        k = _crossing(klo, khi, rate, margin, weight) if margin is not None else None
+        k = (klo + khi) // 2 if k is None else k
+        ok = valid(k)
+        klo, khi = (k, khi) if ok else (klo, k)
+        end = "hi" if ok else "lo"  # the end that stayed; Illinois halves its margin when it stays twice
+        weight = {**weight, end: weight[end] * 0.5} if end == kept else {"lo": 1.0, "hi": 1.0}
+        kept = end
     return PeakSearch(rate(klo), rate(khi), tried)
+
+
+def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable[[float], float | None],
+              weight: dict[str, float]) -> int | None:
+    """The grid index strictly inside (klo, khi) where the weighted margins of the two ends, interpolated
+    linearly in log rate, cross zero; None when the ends' margins do not bracket zero (early stopping or a
+    minimum the margin does not measure decided a verdict, or an end was never run)."""
+    if khi - klo < 2:
+        return None
+    m_lo, m_hi = margin(rate(klo)), margin(rate(khi))
+    if m_lo is None or m_hi is None or not m_lo < 0 < m_hi:
+        return None
+    m_lo, m_hi = m_lo * weight["lo"], m_hi * weight["hi"]
+    x = klo + (khi - klo) * (-m_lo) / (m_hi - m_lo)
+    return min(khi - 1, max(klo + 1, round(x)))
 
 
 CAPACITY_SLACK = 0.02
@@ -257,16 +283,20 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
     full = duration_s or setup.bench.min_duration_s
     short = search_duration_s(setup.bench, scenario, full, seed, latencies)
     trials: dict[float, Trial] = {}
+    margins: dict[tuple[float, float], float | None] = {}
 
     def judged(q: float, d: float) -> bool:
         t = trial(setup, scenario, q, d, seed)
-        trials[q] = t
+        trials[q], margins[q, d] = t, t.checks.latency_margin
         verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
         log(f"  {setup.deployment.name}: {q:,.2f} QPS, {d:.0f} s → {verdict}")
         return t.valid
 
+    def margin(d: float) -> Callable[[float], float | None]:
+        return lambda q: margins.get((q, d))
+
     if hint is not None:
-        search = _peak_from(hint, lambda q: judged(q, full), rel_tol, grid or 1 + rel_tol)
+        search = _peak_from(hint, lambda q: judged(q, full), rel_tol, grid or 1 + rel_tol, margin(full))
         if search.peak <= 0:
             return PeakResult(setup, trials[search.lowest_invalid], search,
                               trials[search.lowest_invalid].checks.reason, False, len(search.tried))
@@ -277,7 +307,8 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
     lo, hi = bracket or (None, None)
     if lo is not None and not judged(lo, short):  # a bracket from shorter runs: its low end must hold here
         lo, hi, est = None, None, lo * 0.8
-    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH, grid=grid)
+    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH, grid=grid,
+                           margin=margin(short))
     runs = len(search.tried) + (bracket is not None)
     if search.peak <= 0:
         return PeakResult(setup, trials[search.lowest_invalid], search, trials[search.lowest_invalid].checks.reason,
@@ -301,7 +332,7 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
             runs += walked
             if lo is None:
                 return PeakResult(setup, failed[-1], search, failed[-1].checks.reason, False, runs)
-            below = find_peak_qps(judged_full, lo, rel_tol, lo=lo, hi=hi, grid=grid)
+            below = find_peak_qps(judged_full, lo, rel_tol, lo=lo, hi=hi, grid=grid, margin=margin(full))
             runs += len(below.tried)
             search = PeakSearch(below.peak, below.lowest_invalid, search.tried + below.tried)
             limit = min(failed, key=lambda t: t.qps).checks.reason
@@ -312,7 +343,8 @@ HINT_GROWTH = 1.05
 """A hinted search that finds its hint's neighbour on the wrong side moves on in steps of this factor."""
 
 
-def _peak_from(hint: float, valid: Callable[[float], bool], rel_tol: float, grid: float) -> PeakSearch:
+def _peak_from(hint: float, valid: Callable[[float], bool], rel_tol: float, grid: float,
+               margin: Callable[[float], float | None] | None = None) -> PeakSearch:
     """The peak next to `hint` on the grid: the hint and its neighbour up (VALID, INVALID: two runs) when the
     verdict flips there, else LoadGen's bracketing and bisection from the neighbour in `HINT_GROWTH` steps
     (each rate judged once)."""
@@ -329,7 +361,7 @@ def _peak_from(hint: float, valid: Callable[[float], bool], rel_tol: float, grid
     if once(at) and not once(up):
         return PeakSearch(at, up, list(seen.items()))
     start = up if seen[at] else math.exp((k - 1) * ratio)
-    found = find_peak_qps(once, start, rel_tol, growth=HINT_GROWTH, grid=grid)
+    found = find_peak_qps(once, start, rel_tol, growth=HINT_GROWTH, grid=grid, margin=margin)
     return PeakSearch(found.peak, found.lowest_invalid, list(seen.items()))
 
 

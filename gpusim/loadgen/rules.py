@@ -17,6 +17,7 @@ Definitions follow MLPerf Inference `loadgen/early_stopping.cc` and `loadgen/res
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -129,6 +130,15 @@ class Checks:
     @property
     def perf_constraints_met(self) -> bool:
         return self.ttft_met and self.tpot_met
+
+    @property
+    def latency_margin(self) -> float | None:
+        """log of the binding p99 over its limit (TTFT or TPOT, whichever is nearer failing): negative while both
+        hold, positive once one fails; None without limits or percentiles."""
+        if self.limits is None or self.ttft_p99_s is None or self.tpot_p99_s is None:
+            return None
+        worst = max(self.ttft_p99_s / self.limits[0], self.tpot_p99_s / self.limits[1])
+        return math.log(worst) if worst > 0 else None
 
     @property
     def early_stopping_met(self) -> bool:
