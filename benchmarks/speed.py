@@ -1,7 +1,7 @@
 """Speed benchmark (not a timed test): simulated seconds and requests per wall-clock second.
 
     python benchmarks/speed.py            # the canonical runs, a table on stdout
-    python benchmarks/speed.py --write    # and the table in docs/speed.md
+    python benchmarks/speed.py --write    # and the table in docs/speed.md and README.md
     python benchmarks/speed.py --json
 
 1. One GB300 NVL72 rack, DeepSeek-R1 Offline on its searched default deployment with the default sizing
@@ -45,7 +45,7 @@ def timed(**kwargs) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--write", action="store_true", help="also replace the table in docs/speed.md")
+    parser.add_argument("--write", action="store_true", help="also replace the table in docs/speed.md and README.md")
     args = parser.parse_args()
     rows = [timed(hardware="gb300-nvl72", benchmark="deepseek-r1", scenario="offline"),
             timed(hardware="gb300-nvl72", benchmark="deepseek-r1", scenario="server", qps=100.0)]
@@ -60,10 +60,12 @@ def main() -> None:
     table = markdown(rows)
     print(table)
     if args.write:
-        write_table(DOC, table)
+        for doc in DOCS:
+            write_table(doc, table)
 
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "speed.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = (ROOT / "docs" / "speed.md", ROOT / "README.md")
 
 
 def markdown(rows: list[dict]) -> str:
@@ -75,7 +77,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def write_table(doc: Path, table: str) -> None:
-    """Replace the first markdown table of `doc` (the measured one) with `table`."""
+    """Replace the first markdown table of `doc` that starts with `| run |` (the measured one) with `table`."""
     lines = doc.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| run |"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))

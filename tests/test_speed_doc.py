@@ -1,0 +1,32 @@
+"""benchmarks/speed.py --write replaces the measured table of each page and nothing else."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _speed():
+    spec = importlib.util.spec_from_file_location("speed", ROOT / "benchmarks" / "speed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_write_table_replaces_only_the_measured_table(tmp_path):
+    speed = _speed()
+    doc = tmp_path / "page.md"
+    doc.write_text("# Speed\n\nintro\n\n| other | table |\n|---|---|\n\n| run | wall s |\n|---|---|\n| old | 9.9 |\n\n"
+                   "after\n")
+    speed.write_table(doc, "| run | wall s |\n|---|---|\n| new | 1.0 |")
+    text = doc.read_text()
+    assert "| new | 1.0 |" in text and "| old |" not in text
+    assert text.startswith("# Speed\n\nintro\n\n| other | table |") and text.endswith("\nafter\n")
+
+
+def test_both_pages_it_writes_hold_a_measured_table():
+    speed = _speed()
+    assert {p.name for p in speed.DOCS} == {"speed.md", "README.md"}
+    assert all(any(line.startswith("| run |") for line in p.read_text().splitlines()) for p in speed.DOCS)
