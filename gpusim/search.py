@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
-from gpusim.analysis.metrics import loadgen_rates
 from gpusim.build import Setup
 from gpusim.deploy import check_deployment, roles
 from gpusim.errors import InputError
 from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.metrics import loadgen_rates
 from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import instance_rate
 from gpusim.perf.memory import plan_memory

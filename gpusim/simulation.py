@@ -11,10 +11,10 @@ import pandas as pd
 
 from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.metrics import SERVER_LIKE, summarize
 from gpusim.analysis.steady import started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.metrics import SERVER_LIKE, summarize
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.table_step import TableStepCostModel

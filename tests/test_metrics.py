@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpusim.analysis.metrics import REQUEST_COLUMNS, add_latency_columns, loadgen_percentile, summarize
+from gpusim.loadgen.metrics import REQUEST_COLUMNS, add_latency_columns, loadgen_percentile, summarize
 from gpusim.specs.benchmark import LatencyLimits
 
 

@@ -19,8 +19,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import assume, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gpusim.analysis.metrics import add_latency_columns, summarize  # noqa: E402
 from gpusim.errors import InputError  # noqa: E402
+from gpusim.loadgen.metrics import add_latency_columns, summarize  # noqa: E402
 from gpusim.loadgen.workload import Workload  # noqa: E402
 from gpusim.perf.step import BatchShape  # noqa: E402
 from gpusim.sim.cluster import Cluster, Pool  # noqa: E402

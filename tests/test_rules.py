@@ -90,7 +90,7 @@ def test_server_percentile_is_p99():
 
 def test_server_rates_use_the_final_scheduled_query_as_loadgen_does():
     """LoadGen divides by final_query_all_samples_done_time: the last-scheduled query's completion."""
-    from gpusim.analysis.metrics import loadgen_rates
+    from gpusim.loadgen.metrics import loadgen_rates
 
     df = _records(3, 0.5, 0.05, spacing=1.0, tokens=11)  # scheduled 0, 1, 2; each done 1 s later
     df.loc[0, "completion_s"] = 10.0  # an early long request finishes last

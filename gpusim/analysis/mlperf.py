@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpusim.analysis.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile, loadgen_rates
+from gpusim.loadgen.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile, loadgen_rates
 from gpusim.loadgen.rules import Checks
 
 RULE = "=" * 48

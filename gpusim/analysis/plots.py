@@ -14,8 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatter
 
-from gpusim.analysis.metrics import add_latency_columns
 from gpusim.errors import InputError, unknown_name
+from gpusim.loadgen.metrics import add_latency_columns
 
 GENERATIONS = ["h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72"]
 """Hardware in generation order, left to right in the `generations` figure."""

@@ -20,8 +20,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from gpusim.analysis import plots
-from gpusim.analysis.metrics import add_latency_columns
 from gpusim.errors import InputError
+from gpusim.loadgen.metrics import add_latency_columns
 from gpusim.sweep import RESULTS
 
 SUMMARY_ROWS = [

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpusim.analysis.metrics import SERVER_LIKE
+from gpusim.loadgen.metrics import SERVER_LIKE
 
 WARMUP_QUANTILE = 0.9
 """The window opens after this quantile of the requests' time in the engine."""

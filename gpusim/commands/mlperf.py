@@ -114,10 +114,10 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
 
 def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple[dict, str]:
     """The JSON object and the mlperf_log_summary.txt text of one experiment."""
-    from gpusim.analysis.metrics import loadgen_rates
     from gpusim.analysis.mlperf import log_summary
     from gpusim.best import find_best
     from gpusim.build import prepare
+    from gpusim.loadgen.metrics import loadgen_rates
     from gpusim.search import PeakResult, PeakSearch, peak_qps, trial
 
     searching = exp.search and exp.deployment in (None, "best")

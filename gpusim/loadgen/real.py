@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpusim.analysis.metrics import loadgen_rates, summarize
 from gpusim.errors import InputError
 from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.metrics import loadgen_rates, summarize
 from gpusim.loadgen.rules import Checks, check
 from gpusim.loadgen.workload import Workload
 
@@ -48,7 +48,7 @@ class LoadgenRun:
     """tokens_per_s, ttft_p99_s, tpot_p99_s, valid (parsed from LoadGen's mlperf_log_summary.txt)."""
     summary: dict
     """gpusim's summary of the run (metrics.summarize), `valid`/`invalid_reason` from the rules, and
-    `result_tokens_per_s`/`result_samples_per_s` as LoadGen defines them (analysis.metrics.loadgen_rates)."""
+    `result_tokens_per_s`/`result_samples_per_s` as LoadGen defines them (loadgen.metrics.loadgen_rates)."""
     checks: Checks
     requests: pd.DataFrame
     log_dir: Path

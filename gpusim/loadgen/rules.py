@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import betainc
 
-from gpusim.analysis.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile
+from gpusim.loadgen.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile
 from gpusim.specs.benchmark import BenchmarkSpec
 
 CONFIDENCE = 0.99

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpusim.analysis.metrics import REQUEST_COLUMNS
+from gpusim.loadgen.metrics import REQUEST_COLUMNS
 
 
 class Records:

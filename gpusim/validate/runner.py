@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpusim.analysis.metrics import add_latency_columns, summarize
 from gpusim.build import make_setup
+from gpusim.loadgen.metrics import add_latency_columns, summarize
 from gpusim.loadgen.scenarios import closed_loop
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import Timing
