@@ -5,8 +5,7 @@ from __future__ import annotations
 from gpusim.defaults import searched_default
 from gpusim.errors import InputError
 from gpusim.perf.memory import plan_memory
-from gpusim.sim.instance import Role
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import Deployment, Role
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.loading import validate
 from gpusim.specs.model import ModelSpec

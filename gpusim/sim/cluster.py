@@ -9,13 +9,13 @@ import simpy
 
 from gpusim.loadgen.workload import Workload
 from gpusim.sim.fabric import Fabric
-from gpusim.sim.instance import Instance, Role, StepCost
+from gpusim.sim.instance import Instance, StepCost
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.router import make_router
 from gpusim.sim.timeline import Timeline
 from gpusim.sim.topology import Placement, Topology
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import Deployment, Role
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Literal, Protocol
+from typing import Protocol
 
 import simpy
 
@@ -36,9 +36,8 @@ from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.timeline import Timeline
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import Deployment, Role
 
-Role = Literal["aggregated", "prefill", "decode"]
 PREFIX_BLOCK_TOKENS = 512
 """Prefix-cache block size: the block of the Mooncake traces' hash ids."""
 

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpusim.specs.hardware import Dtype
 
+Role = Literal["aggregated", "prefill", "decode"]
+"""What a pool of instances does: serve whole requests, or only their prefill or their decode."""
+
 
 class Parallelism(BaseModel):
     """The shape and limits of one instance (a model replica): parallelism and batching."""
