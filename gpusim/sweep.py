@@ -38,8 +38,9 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from gpusim.analysis.energy import CostOverrides, energy_and_cost
+from gpusim.analysis.energy import energy_and_cost
 from gpusim.errors import InputError
+from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import RunSpec, load_deployment
 from gpusim.specs.loading import read_yaml, validate

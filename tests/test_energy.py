@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 import gpusim
-from gpusim.analysis.energy import energy_and_cost, load_costs
+from gpusim.analysis.energy import energy_and_cost
 from gpusim.errors import InputError
+from gpusim.specs.costs import load_costs
 from gpusim.specs.hardware import load_hardware, system_names
 
 # An 8 x H100 node (TDP 700 W, 10.2 kW node, $260 k) at half load with round inputs.

@@ -66,7 +66,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     flags = {k: getattr(args, k) for k in _RUN_FIELDS if getattr(args, k) is not None}
     if args.costs is not None:
-        from gpusim.analysis.energy import CostOverrides
+        from gpusim.specs.costs import CostOverrides
         from gpusim.specs.loading import read_yaml
         flags["costs"] = validate(CostOverrides, read_yaml(args.costs), str(args.costs))
     if args.experiment is not None:

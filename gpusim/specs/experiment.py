@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpusim.analysis.energy import CostOverrides
 from gpusim.errors import InputError, unknown_name
 from gpusim.specs.catalog import is_path, resolve
+from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.loading import read_yaml, validate
 
