@@ -43,7 +43,7 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) ->
     summary = summarize_run(spec, setup, workload, records, stats, wall)
     return Result(summary=summary, requests=records, stats=stats,
                   timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
-                  steps=typical_steps(setup, stats, workload))
+                  steps=typical_steps(setup.pools[-1], stats, workload))
 
 
 def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,

@@ -39,14 +39,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from gpusim.analysis.energy import energy_and_cost
+from gpusim.analysis.outputs import RESULTS, RESULTS_CSV
 from gpusim.errors import InputError
 from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import RunSpec, load_deployment
 from gpusim.specs.loading import read_yaml, validate
 
-RESULTS = "results.parquet"
-RESULTS_CSV = "results.csv"
 REQUESTS = "requests"
 DERIVED = {"qps_per_gpu": "qps", "samples_per_gpu": "samples"}
 """Sweep-only fields, per GPU of the point's hardware: qps = qps_per_gpu × GPUs, samples = samples_per_gpu × GPUs."""

@@ -9,10 +9,9 @@ import pandas as pd
 
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.perf.table_step import TableStepCostModel
-from gpusim.sim.cluster import SimStats
+from gpusim.sim.cluster import Pool, SimStats
 
 if TYPE_CHECKING:
-    from gpusim.build import Setup
     from gpusim.loadgen.workload import Workload
 
 
@@ -23,11 +22,10 @@ def timeline_frame(stats: SimStats, kv_capacity_tokens: int, simulated_s: float)
     return stats.timeline.frame(stats.instances, kv_capacity_tokens, simulated_s)
 
 
-def typical_steps(setup: Setup, stats: SimStats, workload: Workload) -> dict[str, dict]:
-    """The step cost model's breakdown (compute, memory, communication, overhead; by op) of two steps of the
-    last pool: a decode step at the run's busy-time mean batch and context, and a prefill chunk of one mean
+def typical_steps(pool: Pool, stats: SimStats, workload: Workload) -> dict[str, dict]:
+    """The step cost model's breakdown (compute, memory, communication, overhead; by op) of two steps of
+    `pool` (a run's last): a decode step at the run's busy-time mean batch and context, and a prefill chunk of one mean
     prompt (capped at max_num_tokens). Empty for measured-table timing, whose parts are not the roofline's."""
-    pool = setup.pools[-1]
     if not isinstance(pool.cost, StepCostModel) or isinstance(pool.cost, TableStepCostModel):
         return {}
     shapes: dict[str, BatchShape] = {}

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatter
 
+from gpusim.analysis.outputs import RESULTS
 from gpusim.errors import InputError, unknown_name
 from gpusim.loadgen.metrics import add_latency_columns
 
@@ -51,7 +52,7 @@ def read_results(path: Path) -> pd.DataFrame:
             path.name in ("summary.json", "requests.parquet") and (folder / "summary.json").exists()):
         return _run_row(folder)
     if path.is_dir():
-        path = path / "results.parquet"
+        path = path / RESULTS
     try:
         df = pd.read_parquet(path)
     except FileNotFoundError:

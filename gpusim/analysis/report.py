@@ -20,9 +20,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from gpusim.analysis import plots
+from gpusim.analysis.outputs import RESULTS
 from gpusim.errors import InputError
 from gpusim.loadgen.metrics import add_latency_columns
-from gpusim.sweep import RESULTS
 
 SUMMARY_ROWS = [
     ("hardware", "hardware", "{}"), ("systems", "systems", "{}"), ("num_gpus", "GPUs used", "{:,}"),
