@@ -9,6 +9,8 @@ import yaml
 
 from gpusim.calibrate import fit
 from gpusim.specs.software import SoftwareProfile, load_software
+from gpusim.validate.errors import mape
+from gpusim.validate.holdout import split_rows
 
 GATE_ROWS, GATE_SEED = 60, 7
 GATE_MAPE_TTFT, GATE_MAPE_TPOT = 0.53, 0.33
@@ -39,15 +41,15 @@ def test_fit_surrogate_recovers_known_constants() -> None:
 
 def test_split_rows_is_seeded_disjoint_and_thirty_percent() -> None:
     rows = pd.DataFrame({"id": range(1000)})
-    train, held = fit.split_rows(rows)
+    train, held = split_rows(rows)
     assert len(held) == 300 and set(train["id"]).isdisjoint(held["id"])
-    assert fit.split_rows(rows)[1]["id"].tolist() == held["id"].tolist()
-    assert fit.split_rows(rows, seed=1)[1]["id"].tolist() != held["id"].tolist()
+    assert split_rows(rows)[1]["id"].tolist() == held["id"].tolist()
+    assert split_rows(rows, seed=1)[1]["id"].tolist() != held["id"].tolist()
 
 
 def test_mape_ignores_missing_predictions() -> None:
-    assert fit.mape(np.array([110.0, np.nan, 90.0]), np.array([100.0, 5.0, 100.0])) == pytest.approx(0.1)
-    assert fit.mape(np.array([np.nan]), np.array([1.0])) is None
+    assert mape(np.array([110.0, np.nan, 90.0]), np.array([100.0, 5.0, 100.0])) == pytest.approx(0.1)
+    assert mape(np.array([np.nan]), np.array([1.0])) is None
 
 
 def test_write_profile_round_trips_with_overrides_and_calibration(tmp_path) -> None:

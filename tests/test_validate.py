@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from gpusim.analysis.published import map_system
 from gpusim.cli import main
 from gpusim.validate.errors import (
     error_stats,
@@ -21,7 +22,6 @@ from gpusim.validate.mlperf import validate_mlperf
 from gpusim.validate.runner import Unsupported
 from gpusim.validate.silicon import (
     map_model,
-    map_system,
     row_case,
     row_concurrency,
     row_dtypes,
@@ -297,7 +297,7 @@ def test_silicon_sample_rows_parse(shared_dir) -> None:
 
 
 def test_held_out_rows_are_exactly_those_calibration_never_fits_on(tmp_path) -> None:
-    from gpusim.calibrate.fit import split_rows
+    from gpusim.validate.holdout import split_rows
     from gpusim.validate.silicon import read_sample
 
     rows = pd.DataFrame([{**AGG_DENSE, "id": f"row{i}"} for i in range(50)])

@@ -67,6 +67,12 @@ def map_accelerator(accelerator: str, count: int) -> tuple[str, int] | None:
     return None
 
 
+def map_system(system: str, gpus: int = 1) -> tuple[str, int] | None:
+    """(profile, systems) of a measured `system` name as the silicon sample and the kernel tables spell it
+    (h100_sxm, gb200, …); None if no profile models it."""
+    return map_accelerator(system.replace("_", " "), max(gpus, 1))
+
+
 def benchmark_id(name: str) -> str:
     """`llama2-70b-99/99.9` and `llama2-70b-99.9` are the benchmark `llama2-70b`."""
     return re.sub(r"-99(\.9)?(/99(\.9)?)?$", "", name)

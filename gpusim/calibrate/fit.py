@@ -57,12 +57,13 @@ from scipy.optimize import linprog
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
 from gpusim.specs.software import SOFTWARE, SoftwareProfile, reload_software, software_overlay
+from gpusim.validate.errors import mape
+from gpusim.validate.holdout import HOLDOUT, SEED, split_rows
+from gpusim.validate.silicon import predict_rows, read_sample
 
 if TYPE_CHECKING:
     from gpusim.specs.hardware import Hardware
 
-HOLDOUT = 0.3
-SEED = 0
 BASE_ARCH = "blackwell_ultra"
 """Architecture whose op-level values are the profile's base (Rubin inherits them)."""
 STAGES: tuple[tuple[str, ...], ...] = (
@@ -75,19 +76,6 @@ STAGES: tuple[tuple[str, ...], ...] = (
 
 
 # ---- statistics ------------------------------------------------------------------------------------------
-def mape(pred: np.ndarray, meas: np.ndarray) -> float | None:
-    """Mean |pred − meas| / meas over finite pairs (a fraction); None when there are none."""
-    pred, meas = np.asarray(pred, float), np.asarray(meas, float)
-    ok = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
-    return float(np.mean(np.abs(pred[ok] - meas[ok]) / meas[ok])) if ok.any() else None
-
-
-def split_rows(rows: pd.DataFrame, holdout: float = HOLDOUT, seed: int = SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(training, held-out) rows: a seeded random `holdout` fraction held out, both in file order."""
-    held = rows.sample(frac=holdout, random_state=seed).sort_index()
-    return rows.drop(held.index), held
-
-
 def fit_surrogate(base: dict[str, np.ndarray], slopes: dict[str, dict[str, np.ndarray]],
                   measured: dict[str, np.ndarray], theta0: dict[str, float]) -> dict[str, float]:
     """Constants θ ≥ 0 minimising Σ_metrics MAPE under the linear surrogate
@@ -315,7 +303,6 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     rows, and the request-level constants (but the prefill-attention fraction, which the tables replace)
     are fitted into the profile's `table_timing`."""
     from gpusim.calibrate.offline import offline_rows, predict_offline
-    from gpusim.validate.silicon import predict_rows, read_sample
 
     rounds_of = start.id  # the MLPerf rounds that run with the profile fitted from
     if start.id != name:
@@ -447,8 +434,6 @@ def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round
 
 
 __all__ = [
-    "HOLDOUT",
-    "SEED",
     "calibrate",
     "calibration_block",
     "derive_generation",
@@ -456,10 +441,8 @@ __all__ = [
     "fit_requests",
     "fit_surrogate",
     "generation_ratio",
-    "mape",
     "profile_text",
     "row_errors",
-    "split_rows",
     "trial_profile",
     "with_values",
     "write_profile",

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpusim.analysis.published import map_system
 from gpusim.perf.collectives import allreduce_seconds
 from gpusim.perf.kernel_tables import aic_data_dir, table_path
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.software import SoftwareProfile, load_software, precision_constant
-from gpusim.validate.silicon import map_system
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 

@@ -9,9 +9,16 @@ import numpy as np
 import pandas as pd
 
 
-def ape(predicted: pd.Series, measured: pd.Series) -> pd.Series:
+def ape(predicted: pd.Series | np.ndarray, measured: pd.Series | np.ndarray) -> pd.Series | np.ndarray:
     """|predicted − measured| / measured (a fraction; NaN where either is missing)."""
-    return (predicted - measured).abs() / measured
+    return np.abs(predicted - measured) / measured
+
+
+def mape(predicted: pd.Series | np.ndarray, measured: pd.Series | np.ndarray) -> float | None:
+    """Mean `ape` over the finite pairs with a positive measurement (a fraction); None when there are none."""
+    pred, meas = np.asarray(predicted, float), np.asarray(measured, float)
+    ok = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
+    return float(np.mean(ape(pred[ok], meas[ok]))) if ok.any() else None
 
 
 def _stat(values: pd.Series, how: str) -> float | None:

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from gpusim.analysis.published import map_accelerator
+from gpusim.analysis.published import map_system
 from gpusim.errors import InputError
 from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import decode_rate, prefill_rate
@@ -68,6 +68,7 @@ from gpusim.validate.errors import (
     scatter_stats,
     target_status,
 )
+from gpusim.validate.holdout import split_rows
 from gpusim.validate.runner import RANGE_RATIO, WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
@@ -135,11 +136,6 @@ def _num(row: Mapping, field: str) -> float | None:
 def _int(row: Mapping, field: str, default: int) -> int:
     v = _num(row, field)
     return default if v is None or v < 1 else int(v)
-
-
-def map_system(system: str, gpus: int = 1) -> tuple[str, int] | None:
-    """(profile, systems) of a silicon `system` name (h100_sxm, gb200, …); None if no profile models it."""
-    return map_accelerator(system.replace("_", " "), max(gpus, 1))
 
 
 def map_model(model_path: str) -> str:
@@ -582,8 +578,6 @@ def read_rows(path: Path) -> pd.DataFrame:
 def select_rows(rows: pd.DataFrame, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
     """`rows`, or those calibration holds out; then a seeded random `sample` of them, in file order."""
     if held_out:
-        from gpusim.calibrate.fit import split_rows
-
         rows = split_rows(rows)[1]
     if sample is not None and sample < len(rows):
         rows = rows.sample(n=sample, random_state=seed).sort_index()
@@ -622,7 +616,7 @@ def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, se
 
 
 __all__ = [
-    "PARTITIONS", "TARGETS", "TARGET_MIN_ROWS", "SiliconCase", "SiliconValidation", "map_model", "map_system",
+    "PARTITIONS", "TARGETS", "TARGET_MIN_ROWS", "SiliconCase", "SiliconValidation", "map_model",
     "predict_case", "predict_rows",
     "read_rows", "read_sample", "row_case", "row_concurrency", "row_dtypes", "row_software", "scored_table",
     "select_rows", "summarize_table", "validate_silicon",
