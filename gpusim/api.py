@@ -54,14 +54,9 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
 
 
 def _completed(spec: RunSpec, source: str) -> Deployment:
-    from gpusim.deploy import complete, default_deployment
-    from gpusim.specs.benchmark import load_benchmark
-    from gpusim.specs.hardware import load_hardware
-    from gpusim.specs.model import load_model
+    from gpusim.deploy import complete, spec_default
 
-    model = load_model(spec.model or load_benchmark(spec.benchmark).model)
-    default = default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
-    return complete(spec.deployment, default, source)
+    return complete(spec.deployment, spec_default(spec), source)
 
 
 def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "command line",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gpusim.deploy import check_deployment, complete, default_deployment, pool_counts, roles
+from gpusim.deploy import check_deployment, decide, pool_counts, roles
 from gpusim.errors import InputError
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
@@ -21,7 +21,7 @@ from gpusim.sim.cluster import Cluster, Pool, SimStats
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.experiment import Timing, load_deployment
+from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model
 
@@ -109,19 +109,11 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
             timing: Timing = "roofline", scenario: str | None = None) -> Setup:
-    """Load profiles by name and build the setup. Without a deployment (or with `default`), the default for
-    `scenario` (`default_deployment`); a deployment file takes what it does not state from that default
-    (`complete`); a Deployment object is used as it is. `model` replaces the benchmark's model (the benchmark
-    still gives the dataset and latency limits)."""
+    """Load profiles by name and build the setup with the deployment `gpusim.deploy.decide` makes of
+    `deployment` (the default for `scenario`, a file completed from it, or an object as it is). `model` replaces
+    the benchmark's model (the benchmark still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
     model = load_model(model or bench.model)
-    default = default_deployment(hw, model, scenario)
-    if deployment is None or deployment == "default":
-        dep, dep_source = default, source
-    elif isinstance(deployment, str):
-        dep, dep_source = load_deployment(deployment)
-        dep = complete(dep, default, dep_source)
-    else:
-        dep, dep_source = deployment, "deployment"
+    dep, dep_source = decide(hw, model, scenario, deployment, source)
     return make_setup(hw, bench, model, dep, dep_source, timing)

@@ -1,14 +1,21 @@
-"""Choosing a default deployment, and checking any deployment against the hardware and model."""
+"""Deciding a run's deployment: the default, a deployment file completed from it, and the checks of any
+deployment against the hardware and model (the schema itself: gpusim/specs/deployment.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpusim.defaults import searched_default
-from gpusim.errors import InputError
+from gpusim.errors import InputError, unknown_name
 from gpusim.perf.memory import plan_memory
+from gpusim.specs.benchmark import load_benchmark
+from gpusim.specs.catalog import is_path, resolve
 from gpusim.specs.deployment import Deployment, Role
-from gpusim.specs.hardware import Hardware
-from gpusim.specs.loading import validate
-from gpusim.specs.model import ModelSpec
+from gpusim.specs.experiment import RunSpec
+from gpusim.specs.hardware import Hardware, load_hardware
+from gpusim.specs.loading import read_yaml, validate
+from gpusim.specs.model import ModelSpec, load_model
+from gpusim.specs.software import software_names
 
 WEIGHT_SHARE = 0.5
 """The default deployment keeps weights under this share of HBM, leaving the rest for the KV cache."""
@@ -92,6 +99,40 @@ def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = No
     `rule_deployment`."""
     searched = searched_default(hw, model.id, SEARCHED_AS.get(scenario or "offline", scenario or ""), software)
     return searched if searched is not None else rule_deployment(hw, model)
+
+
+def spec_default(spec: RunSpec) -> Deployment:
+    """`default_deployment` for an experiment's hardware, systems, model (or its benchmark's) and scenario."""
+    model = load_model(spec.model or load_benchmark(spec.benchmark).model)
+    return default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
+
+
+def decide(hw: Hardware, model: ModelSpec, scenario: str | None, given: str | Deployment | None,
+           source: str) -> tuple[Deployment, str]:
+    """The deployment a run uses and the name of where it came from (for error messages): without one (or with
+    `default`) the default for `scenario`; a deployment file completed from that default (`complete`); a
+    Deployment object as it is."""
+    default = default_deployment(hw, model, scenario)
+    if given is None or given == "default":
+        return default, source
+    if isinstance(given, str):
+        dep, dep_source = load_deployment(given)
+        return complete(dep, default, dep_source), dep_source
+    return given, "deployment"
+
+
+def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
+    """The deployment object and the name of where it came from (for error messages)."""
+    if isinstance(spec, Deployment):
+        return spec, "deployment"
+    path = Path(spec)
+    data = read_yaml(path)
+    software = data.get("software")
+    if isinstance(software, str) and is_path(software):  # a software profile beside the deployment file
+        data["software"] = str(resolve("software", software, spec, "software", path.parent))
+    elif isinstance(software, str) and software not in software_names():
+        raise unknown_name(spec, "software", software, software_names())
+    return validate(Deployment, data, spec), spec
 
 
 def complete(given: Deployment, default: Deployment, source: str) -> Deployment:

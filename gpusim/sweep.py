@@ -40,10 +40,11 @@ from tqdm import tqdm
 
 from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.outputs import RESULTS, RESULTS_CSV
+from gpusim.deploy import load_deployment, spec_default
 from gpusim.errors import InputError
 from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.experiment import RunSpec, load_deployment
+from gpusim.specs.experiment import RunSpec
 from gpusim.specs.loading import read_yaml, validate
 
 REQUESTS = "requests"
@@ -189,16 +190,7 @@ def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Dep
     if spec.deployment == "best":
         raise InputError(source, "deployment", "deployment.FIELD values change a named or the default deployment; "
                          "valid with them: a deployment file or default, not best")
-    if spec.deployment in (None, "default"):
-        from gpusim.deploy import default_deployment
-        from gpusim.specs.benchmark import load_benchmark
-        from gpusim.specs.hardware import load_hardware
-        from gpusim.specs.model import load_model
-
-        base = default_deployment(load_hardware(spec.hardware, spec.systems),
-                                  load_model(spec.model or load_benchmark(spec.benchmark).model), spec.scenario)
-    else:
-        base, _ = load_deployment(spec.deployment)
+    base = spec_default(spec) if spec.deployment in (None, "default") else load_deployment(spec.deployment)[0]
     data = base.model_dump()
     for path, value in updates.items():
         *parents, leaf = path.split(".")

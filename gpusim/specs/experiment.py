@@ -102,19 +102,3 @@ def _check_names(spec: RunSpec, source: str) -> None:
         value = getattr(spec, field)
         if value is not None and not is_path(value) and value not in names():
             raise unknown_name(source, field, value, names())
-
-
-def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
-    """The deployment object and the name of where it came from (for error messages)."""
-    if isinstance(spec, Deployment):
-        return spec, "deployment"
-    from gpusim.specs.software import software_names
-
-    path = Path(spec)
-    data = read_yaml(path)
-    software = data.get("software")
-    if isinstance(software, str) and is_path(software):  # a software profile beside the deployment file
-        data["software"] = str(resolve("software", software, spec, "software", path.parent))
-    elif isinstance(software, str) and software not in software_names():
-        raise unknown_name(spec, "software", software, software_names())
-    return validate(Deployment, data, spec), spec
