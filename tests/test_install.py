@@ -27,9 +27,10 @@ def test_the_wheel_ships_every_profile_and_module(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = [f"gpusim/{p.relative_to(ROOT)}" for d in DATA for p in (ROOT / d).rglob("*.yaml")]
     modules = [str(p.relative_to(ROOT)) for p in (ROOT / "gpusim").rglob("*.py")]
-    assert len(shipped) > 40
+    package_data = [str(p.relative_to(ROOT)) for p in (ROOT / "gpusim").rglob("*.yaml")]  # launch_recipes.yaml
+    assert len(shipped) > 40 and package_data
     assert [f for f in shipped if f not in names] == []
-    assert [f for f in modules if f not in names] == []
+    assert [f for f in modules + package_data if f not in names] == []
 
 
 def test_the_wheel_carries_the_one_version(wheel):

@@ -24,6 +24,8 @@ profile, a model YAML and a `Deployment`:
   `balanced_prefill_workers` the prefill pool for the decode pool's request rate (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
+- launch recipes (`gpusim/validate/launch_recipes.yaml`, each with its source and grade): the deployment
+  fields the measuring harness's launch set on an aggregated row's engine (`gpusim.validate.recipes`).
 
 Prediction: the closed-loop run issues 10 × c requests (InferenceX's num_prompts), each with ISL and OSL
 drawn from [0.8·L, L] (its --random-range-ratio), and averages TTFT and TPOT over all of them, as a
@@ -54,7 +56,7 @@ from gpusim.perf.capacity import decode_rate, prefill_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
 from gpusim.sim.topology import Topology
-from gpusim.specs.deployment import AdpBalance, BatchWait, Deployment, Parallelism
+from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
@@ -69,6 +71,7 @@ from gpusim.validate.errors import (
     target_status,
 )
 from gpusim.validate.holdout import split_rows
+from gpusim.validate.recipes import LaunchedRow, launch_settings
 from gpusim.validate.runner import RANGE_RATIO, WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
 
 METRICS = ("ttft", "tpot")
@@ -250,65 +253,6 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
     return par, notes
 
 
-INFERENCEX_RECV_INTERVAL = {"low": 10, "high": 30, "from_concurrency": 16}
-"""Data rule (grade B, the launch scripts themselves): InferenceX's single-node SGLang scripts for DeepSeek-R1
-and Qwen3.5 on B200 and B300 (SemiAnalysisAI/InferenceX benchmarks/single_node/dsr1_fp8_b200.sh,
-dsr1_fp4_b200.sh, qwen3.5_bf16_b200.sh, qwen3.5_fp8_b200.sh, …) pass `--scheduler-recv-interval 10` below
-concurrency 16 and 30 from 16. Their GLM-5 and H200 scripts leave SGLang's default (1). Exceptions the rule
-does not follow: DeepSeek-R1 FP8 at TP4 keeps 10, qwen3.5_fp4_b200 30 and qwen3.5_fp8_b300 10 throughout."""
-_RECV_MODELS = ("deepseek-r1", "deepseek-v3", "qwen3.5-397b-a17b")
-_RECV_SYSTEMS = ("b200_sxm", "b300_sxm")
-
-
-def harness_recv_interval(row: Mapping, model_id: str, concurrency: int) -> int:
-    """The `--scheduler-recv-interval` an aggregated row's launch used (`INFERENCEX_RECV_INTERVAL`), else 1."""
-    if (str(row.get("backend")) != "sglang" or str(row.get("mode")) != "agg" or model_id not in _RECV_MODELS
-            or str(row.get("system")) not in _RECV_SYSTEMS):
-        return 1
-    rule = INFERENCEX_RECV_INTERVAL
-    return rule["high"] if concurrency >= rule["from_concurrency"] else rule["low"]
-
-
-INFERENCEX_TRTLLM_LAUNCH = {
-    "deepseek": {"adp_balance": AdpBalance(timeout_iters=60, batching_wait_iters=0),
-                 "batch_wait": BatchWait(timeout_iters=40, max_tokens_ratio=0.8), "batch_wait_from_concurrency": 64},
-    "llama70b": {"max_num_tokens": 16384, "batch_wait": BatchWait(timeout_iters=20, max_tokens_ratio=0.9),
-                 "batch_wait_below_tp": 8},
-}
-"""Data rule (grade B, the launch scripts themselves, SemiAnalysisAI/InferenceX benchmarks/):
-- DeepSeek-R1 (single_node/dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh, …) writes `attention_dp_config:
-  {enable_balance: true, batching_wait_iters: 0, timeout_iters: 60}` whenever it runs attention DP, and
-  dsr1_fp8_b200_trt.sh adds `batch_wait_timeout_iters: 40`, `batch_wait_max_tokens_ratio: 0.8` (its
-  DELAY_BATCHING) at 1k/1k from concurrency 64 (max_num_tokens at least 8192). DeepSeek-V3 rows take the
-  same recipe.
-- Llama 3.1 70B (70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, the H200 variants) launches with
-  `--max_num_tokens 16384` and, at 1k/1k below TP8, `batch_wait_timeout_iters: 20`,
-  `batch_wait_max_tokens_ratio: 0.9`.
-Rows of other models and backends run with TensorRT-LLM's defaults (nothing held)."""
-
-
-def harness_trtllm_launch(row: Mapping, model_id: str, concurrency: int, par: Parallelism) -> dict:
-    """Deployment fields an aggregated TensorRT-LLM row's InferenceX launch set (`INFERENCEX_TRTLLM_LAUNCH`),
-    empty when none."""
-    if str(row.get("backend")) != "trtllm" or str(row.get("mode")) != "agg":
-        return {}
-    one_k = int(row["isl"]) == int(row["osl"]) == 1024
-    if model_id in ("deepseek-r1", "deepseek-v3"):
-        rule = INFERENCEX_TRTLLM_LAUNCH["deepseek"]
-        if par.attention_dp:
-            return {"adp_balance": rule["adp_balance"]}
-        if (str(row.get("system")) == "b200_sxm" and row_dtypes(row)[0] == "fp8" and one_k
-                and concurrency >= rule["batch_wait_from_concurrency"]):
-            return {"batch_wait": rule["batch_wait"]}
-    if model_id == "llama3.1-70b":
-        rule = INFERENCEX_TRTLLM_LAUNCH["llama70b"]
-        launch = {"max_num_tokens": rule["max_num_tokens"]}
-        if one_k and par.tp < rule["batch_wait_below_tp"]:
-            launch["batch_wait"] = rule["batch_wait"]
-        return launch
-    return {}
-
-
 SEQS_PER_GPU = 64
 """Rule for disaggregated rows without a decode worker count (grade D): as many decode workers as keep
 the concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
@@ -415,12 +359,10 @@ def row_case(row: Mapping) -> SiliconCase:
     else:
         par, more = _parallelism(row, "", concurrency, model.moe is not None, hw.domain_gpus)
         notes += more
-        recv = harness_recv_interval(row, model_id, concurrency)
-        if recv > 1:
-            common["scheduler_recv_interval"] = recv
-            notes.append(f"InferenceX launch: scheduler-recv-interval {recv}")
-        launch = harness_trtllm_launch(row, model_id, concurrency, par)
-        notes += [f"InferenceX launch: {name} {value}" for name, value in launch.items()]
+        launch, more = launch_settings(LaunchedRow(
+            str(row.get("backend")), str(row.get("mode")), model_id, system, weights, int(row["isl"]),
+            int(row["osl"]), concurrency, par.tp, par.attention_dp))
+        notes += more
         gpus = par.gpus_per_instance
         dep = Deployment(**{**par.model_copy(update={"instances": 1}).model_dump(), **common, **launch})
     hardware, systems = map_system(system, gpus) or profile
