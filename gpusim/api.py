@@ -1,12 +1,18 @@
-"""The Python API: `gpusim.run(...)` builds the workload, simulates it and summarises it."""
+"""The Python API: `gpusim.run(...)` builds the workload, simulates it and summarises it; `gpusim.mlperf(...)`
+reports what an MLPerf submission would, and `gpusim.search(...)` finds the best deployment for an MLPerf
+question. Each takes its options as keywords, checked by the schema it names (a misspelt one is an InputError
+that lists the valid ones)."""
 
 from __future__ import annotations
 
+from gpusim.best import Found
 from gpusim.build import Setup, prepare
 from gpusim.errors import InputError
 from gpusim.simulation import Result, run_setup
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import RunSpec
+from gpusim.specs.loading import validate
+from gpusim.submission import Log, MlperfRun, SearchRun, Submission, best_for, mlperf_result
 
 
 def run(
@@ -16,8 +22,6 @@ def run(
     **options: object,
 ) -> Result:
     """Simulate one run. Options are the fields of `RunSpec` (qps, systems, deployment, seed, …)."""
-    from gpusim.specs.loading import validate
-
     spec = validate(RunSpec, {"hardware": hardware, "benchmark": benchmark, "scenario": scenario, **options},
                     "gpusim.run")
     return run_spec(spec)
@@ -36,6 +40,28 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
     if spec.qps == "peak":
         return _at_peak(setup, spec, source)
     return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
+
+
+def mlperf(hardware: str, benchmark: str, scenario: str, log: Log | None = None, **options: object) -> Submission:
+    """What an MLPerf submission of `benchmark` in `scenario` on `hardware` would report, judged by LoadGen's
+    rules, as `gpusim mlperf` reports it (`Submission.summary` is its `--json` object). Options are the fields
+    of `gpusim.submission.MlperfRun`: systems, deployment (a YAML path, `default` or `best`), search, qps,
+    duration_s (2,400 s by default, as submitters run), seed, timing, workers (1 by default), use_cache,
+    loadgen, min_duration_s, loadgen_dir. Without a deployment or a QPS the best deployment is searched
+    (cached). `log` receives progress lines."""
+    spec = validate(MlperfRun, {"hardware": hardware, "benchmark": benchmark, "scenario": scenario, **options},
+                    "gpusim.mlperf")
+    return Submission(*mlperf_result(spec, log or (lambda _: None)))
+
+
+def search(hardware: str, benchmark: str, scenario: str, log: Log | None = None, **options: object) -> Found:
+    """The best deployment for an MLPerf question (`Found.deployment`, with its peak QPS or tokens/s and the
+    ranked contenders), as `gpusim mlperf --search` finds it: cached on disk, or the shipped searched default
+    re-measured when it answers the question. Options are the fields of `gpusim.submission.SearchRun`:
+    systems, duration_s, seed, timing, workers (1 by default), use_cache. `log` receives progress lines."""
+    spec = validate(SearchRun, {"hardware": hardware, "benchmark": benchmark, "scenario": scenario, **options},
+                    "gpusim.search")
+    return best_for(spec, log or (lambda _: None))
 
 
 def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
@@ -71,4 +97,4 @@ def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "c
     return find_best(setup, scenario, seed=seed, workers=workers)[0].deployment
 
 
-__all__ = ["Deployment", "Result", "run", "run_spec"]
+__all__ = ["Deployment", "Found", "Result", "Submission", "mlperf", "run", "run_spec", "search"]

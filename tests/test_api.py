@@ -73,3 +73,52 @@ def test_a_deployment_file_that_states_only_its_layout_gets_the_defaults_for_the
     assert (dep.weights, dep.activations, dep.kv_cache) == (default.weights, default.activations, default.kv_cache)
     per_rank = default.max_batch_size // default.attention_ranks
     assert dep.max_batch_size == per_rank * 4 and dep.mtp is None
+
+
+# ---- gpusim.mlperf and gpusim.search: the CLI's logic with typed options ---------------------------------------
+def test_mlperf_gives_what_the_cli_prints_as_json(capsys):
+    import json
+
+    from gpusim.cli import main
+
+    args = ["--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "server", "--qps", "40",
+            "--duration", "10", "--seed", "2"]
+    assert main(["mlperf", *args, "--json"]) == 0
+    printed = capsys.readouterr().out
+    sub = gpusim.mlperf("b200-hgx", "llama2-70b", "server", qps=40, duration_s=10, seed=2)
+    assert json.dumps(sub.summary) + "\n" == printed
+    assert sub.summary["peak_qps"] == 40 and "search" not in sub.summary  # a QPS given: judged, not searched
+    assert "Scenario : Server" in sub.log_summary
+
+
+@pytest.mark.parametrize(("call", "misspelt", "meant"), [
+    (gpusim.mlperf, "qsp", "qps"), (gpusim.mlperf, "duration", "duration_s"), (gpusim.search, "worker", "workers"),
+])
+def test_a_misspelt_option_names_the_valid_ones(call, misspelt, meant):
+    with pytest.raises(InputError) as info:
+        call("b200-hgx", "llama2-70b", "server", **{misspelt: 1})
+    assert info.value.source == f"gpusim.{call.__name__}" and info.value.field == misspelt
+    assert f"did you mean {meant!r}?" in info.value.message and "valid: hardware, systems" in info.value.message
+
+
+def test_search_asks_find_best_the_question_it_was_given(monkeypatch):
+    from gpusim import submission
+
+    asked = []
+
+    def fake(setup, scenario, duration_s, seed, workers, log, use_cache):
+        asked.append((setup.hardware.id, setup.hardware.systems, setup.bench.id, scenario, duration_s, seed, workers,
+                      use_cache))
+        return "found", None
+
+    monkeypatch.setattr(submission, "find_best", fake)
+    assert gpusim.search("b200-hgx", "llama2-70b", "server", systems=2, duration_s=60, workers=3) == "found"
+    assert asked == [("b200-hgx", 2, "llama2-70b", "server", 60.0, 0, 3, True)]
+    with pytest.raises(InputError, match="no interactive scenario"):
+        gpusim.search("b200-hgx", "mixtral-8x7b", "interactive")
+
+
+def test_the_api_search_is_the_function_and_the_module_still_imports():
+    from gpusim.search import peak_qps
+
+    assert callable(gpusim.search) and gpusim.search.__module__ == "gpusim.api" and callable(peak_qps)

@@ -97,7 +97,7 @@ def test_experiment_prints_predicted_beside_published(capsys, shared_dir):
 
 
 def test_every_experiment_file_loads():
-    from gpusim.commands.mlperf import load_experiment
+    from gpusim.submission import load_experiment
 
     paths = sorted((ROOT / "experiments" / "mlperf").glob("*.yaml"))
     assert len(paths) >= 14
