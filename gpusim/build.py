@@ -16,7 +16,7 @@ from gpusim.perf.kernel_tables import kernel_tables
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import StepCostModel
-from gpusim.perf.table_step import TableStepCostModel
+from gpusim.perf.table_step import table_step_model
 from gpusim.sim.cluster import Cluster, Pool, SimStats
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
@@ -103,7 +103,7 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
         raise InputError(source, "timing", f"no measured kernel tables for {hw.id} with {dep.software}; valid: "
                          "roofline, or table with aiconfigurator-core==0.12.0 installed (pip install "
                          "'gpusim[calibration]') on h100-hgx, h200-hgx, b200-hgx, b300-hgx, gb200-nvl72 or gb300-nvl72")
-    return TableStepCostModel(hw, model, dep, tables)
+    return table_step_model(hw, model, dep, tables)
 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,

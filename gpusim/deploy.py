@@ -6,7 +6,7 @@ from gpusim.defaults import searched_default
 from gpusim.errors import InputError
 from gpusim.perf.memory import plan_memory
 from gpusim.sim.instance import Role
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import Deployment, Parallelism
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.loading import validate
 from gpusim.specs.model import ModelSpec
@@ -72,7 +72,7 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
         raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the {hw.num_gpus} GPUs "
                          f"of {hw.systems}× {hw.id}")
     heads = model.num_attention_heads
-    if d.tp > 1 and not d.attention_dp and heads % d.tp:
+    if heads % d.attention_tp:
         divisors = ", ".join(str(k) for k in range(1, heads + 1) if heads % k == 0 and k <= domain)
         raise InputError(source, f"{prefix}tp", f"tp = {d.tp} does not divide {model.id}'s {heads} attention heads; "
                          f"valid: {divisors}, or attention_dp")
@@ -131,8 +131,8 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     weights = "fp4" if hw.supports("fp4") else "fp8"
     fits = None
     for tp, pp in _shapes(hw):
-        attention_dp = model.mla is not None and tp > 1
-        ranks = tp if attention_dp else 1
+        par = Parallelism(tp=tp, attention_dp=model.mla is not None and tp > 1)
+        ranks = par.attention_ranks
         dep = Deployment(
             name=f"default-tp{tp}" + (f"-pp{pp}" if pp > 1 else ""),
             weights=weights,
@@ -140,7 +140,7 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
             tp=tp,
             pp=pp,
             ep=tp if model.moe is not None else 1,
-            attention_dp=attention_dp,
+            attention_dp=par.attention_dp,
             max_batch_size=256 * ranks,
             max_num_tokens=8192 * ranks,
         )

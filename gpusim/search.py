@@ -468,7 +468,7 @@ def balanced(dep: Deployment) -> Deployment | None:
     none (NVIDIA's v6 DeepSeek-R1 entries run attention DP with load balancing); None otherwise. It fills
     prefill steps on every rank at once, and holds new requests back to do so: the search runs both."""
     offer = load_software(dep.software).adp_balance
-    if offer is None or dep.adp_balance is not None or not any(d.attention_dp and d.tp > 1 for _, d in roles(dep)):
+    if offer is None or dep.adp_balance is not None or not any(d.attention_ranks > 1 for _, d in roles(dep)):
         return None
     return dep.model_copy(update={"adp_balance": offer.config(), "name": dep.name + "-balance"})
 

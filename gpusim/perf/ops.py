@@ -182,7 +182,7 @@ class ModelOps:
 def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """Attention projection weights one GPU holds: heads split by tp (KV heads replicated below tp;
     MLA down-projections replicated), all of them under attention DP."""
-    tp = 1 if dep.attention_dp else dep.tp
+    tp = dep.attention_tp
     h, n = model.hidden_size, model.num_attention_heads
     if model.mla is None:
         d = model.head_dim
@@ -196,7 +196,7 @@ def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
 def linear_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """One linear-attention layer's weights on one GPU: heads split by tp (all of them under attention DP)."""
     la = model.linear_attention
-    return 0.0 if la is None else la.params(model.hidden_size) / (1 if dep.attention_dp else dep.tp)
+    return 0.0 if la is None else la.params(model.hidden_size) / dep.attention_tp
 
 
 def mixer_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
@@ -209,8 +209,8 @@ def _linear_attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: floa
     la = model.linear_attention
     if la is None:
         return []
-    tp = 1 if dep.attention_dp else dep.tp
-    dp = dep.tp if dep.attention_dp else 1
+    tp = dep.attention_tp
+    dp = dep.attention_ranks
     wb, h = DTYPE_BYTES[dep.weights], model.hidden_size
     v = la.num_value_heads * la.value_head_dim / tp
     out_params = v * h
@@ -224,8 +224,8 @@ def _linear_attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: floa
 
 
 def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> list[GemmOp]:
-    tp = 1 if dep.attention_dp else dep.tp
-    dp = dep.tp if dep.attention_dp else 1
+    tp = dep.attention_tp
+    dp = dep.attention_ranks
     wb = DTYPE_BYTES[dep.weights]
     h, n, L = model.hidden_size, model.num_attention_heads, model.num_softmax_layers
     nq = ceil_div(n, tp)
@@ -263,7 +263,7 @@ def _ffn(name: str, count: int, model: ModelSpec, width_gpu: float, wb: float, a
 def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> ModelOps:
     """The per-GPU ops of `model` under `dep` (see the module docstring for the conventions)."""
     tp, ep, pp = dep.tp, dep.ep, dep.pp
-    dp = tp if dep.attention_dp else 1
+    dp = dep.attention_ranks
     wb, ab, kvb = DTYPE_BYTES[dep.weights], DTYPE_BYTES[dep.activations], DTYPE_BYTES[dep.kv_cache]
     gd = wider(dep.weights, dep.activations)
     h, L, V = model.hidden_size, model.num_layers, model.vocab_size
@@ -314,7 +314,7 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
 
 
 def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
-    tp = 1 if dep.attention_dp else dep.tp
+    tp = dep.attention_tp
     n = model.num_attention_heads
     nq = ceil_div(n, tp)
     if model.mla is None:
@@ -338,7 +338,7 @@ def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
         decode_flops_per_kv=dec_flops,
         decode_bytes_per_kv=dec_bytes,
         dtype=adt,
-        dp=dep.tp if dep.attention_dp else 1,
+        dp=dep.attention_ranks,
         **_linear_attention(model, tp),
     )
 

@@ -40,6 +40,11 @@ class Parallelism(BaseModel):
         return self.tp * self.pp
 
     @property
+    def attention_tp(self) -> int:
+        """GPUs sharing one sequence's attention (heads split this many ways): one under attention DP, else tp."""
+        return 1 if self.attention_dp else self.tp
+
+    @property
     def attention_ranks(self) -> int:
         """Ranks that run attention for their own sequences: tp under attention DP, else one."""
         return self.tp if self.attention_dp else 1
