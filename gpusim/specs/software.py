@@ -73,7 +73,6 @@ FRACTIONS = frozenset({
     "gemm_efficiency_fp8", "gemm_efficiency_fp4", "moe_efficiency", "moe_efficiency_fp8", "moe_efficiency_fp4",
     "attention_decode_flops_fraction", "allreduce_small_busbw_fraction",
 })
-CALIBRATION_KEYS = ("command", "date", "data", "fit", "held_out")
 
 
 def precision_constant(name: str, dtype: str) -> str:
