@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpusim.build import Setup, prepare
 from gpusim.errors import InputError
 from gpusim.simulation import Result, run_setup
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment
 from gpusim.specs.experiment import RunSpec
 
 
@@ -27,7 +27,8 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
     """Simulate the run that `spec` describes; `deployment: best` first finds (or recalls) the searched best
     deployment for the spec's scenario (`gpusim.best`), its contenders `workers` at a time."""
     best = spec.deployment == "best"
-    if isinstance(spec.deployment, Deployment):  # hand-written in Python or inline in an experiment YAML
+    # hand-written in Python or inline in an experiment YAML
+    if isinstance(spec.deployment, Deployment | DisaggregatedDeployment):
         spec = spec.model_copy(update={"deployment": _completed(spec, source)})
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, None if best else spec.deployment, source,
                     spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
@@ -53,7 +54,7 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
     return result
 
 
-def _completed(spec: RunSpec, source: str) -> Deployment:
+def _completed(spec: RunSpec, source: str) -> AnyDeployment:
     from gpusim.deploy import complete, default_deployment
     from gpusim.specs.benchmark import load_benchmark
     from gpusim.specs.hardware import load_hardware
@@ -76,4 +77,4 @@ def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "c
     return find_best(setup, scenario, seed=seed, workers=workers)[0].deployment
 
 
-__all__ = ["Deployment", "Result", "run", "run_spec"]
+__all__ = ["Deployment", "DisaggregatedDeployment", "Result", "run", "run_spec"]

@@ -6,7 +6,7 @@ from gpusim.defaults import searched_default
 from gpusim.errors import InputError
 from gpusim.perf.memory import plan_memory
 from gpusim.sim.instance import Role
-from gpusim.specs.deployment import Deployment, Parallelism
+from gpusim.specs.deployment import AnyDeployment, Deployment, Parallelism
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.loading import validate
 from gpusim.specs.model import ModelSpec
@@ -15,14 +15,14 @@ WEIGHT_SHARE = 0.5
 """The default deployment keeps weights under this share of HBM, leaving the rest for the KV cache."""
 
 
-def roles(dep: Deployment) -> list[tuple[Role, Deployment]]:
+def roles(dep: AnyDeployment) -> list[tuple[Role, Deployment]]:
     """The pools of a deployment: one aggregated pool, or a prefill and a decode pool."""
-    if dep.mode == "aggregated":
+    if isinstance(dep, Deployment):
         return [("aggregated", dep)]
     return [("prefill", dep.role("prefill")), ("decode", dep.role("decode"))]
 
 
-def pool_counts(hw: Hardware, dep: Deployment, source: str = "deployment") -> list[int]:
+def pool_counts(hw: Hardware, dep: AnyDeployment, source: str = "deployment") -> list[int]:
     """Instances of each pool of `roles(dep)`: as many as named; an unnamed pool fills the GPUs left."""
     parts = roles(dep)
     named = sum((d.instances or 0) * d.gpus_per_instance for _, d in parts)
@@ -44,7 +44,7 @@ def pool_counts(hw: Hardware, dep: Deployment, source: str = "deployment") -> li
     return counts
 
 
-def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: str) -> None:
+def check_deployment(hw: Hardware, model: ModelSpec, dep: AnyDeployment, source: str) -> None:
     """Fail with one clear line if `dep` cannot run on `hw` (memory is checked by plan_memory)."""
     for role, d in roles(dep):
         _check_parallelism(hw, model, d, source, "" if role == "aggregated" else f"{role}.")
@@ -95,22 +95,24 @@ def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = No
     return searched if searched is not None else rule_deployment(hw, model)
 
 
-def complete(given: Deployment, default: Deployment, source: str) -> Deployment:
+def complete(given: AnyDeployment, default: AnyDeployment, source: str) -> AnyDeployment:
     """A hand-written deployment with every field it does not state taken from `default`: precisions, software,
     serving knobs and, where it states no layout, the layout. Where it states a layout (tp, pp, ep, attention
     DP, pools), its unstated batch limits are the default's per attention rank times its own ranks, and the
     default's layout-bound features (MTP, balance, batch wait, redundant experts) are not carried over."""
     stated = given.model_fields_set
     layout = stated & LAYOUT_FIELDS
-    data = given.model_dump()
-    for name in Deployment.model_fields:
+    kind = type(given) if layout else type(default)  # the mode is part of the layout
+    data = {k: v for k, v in given.model_dump().items() if k in kind.model_fields or k in stated}
+    for name in kind.model_fields:
         if name in stated or (layout and name in LAYOUT_FIELDS | LAYOUT_BOUND):
             continue
         if layout and name in ("max_batch_size", "max_num_tokens"):
-            data[name] = max(1, getattr(default, name) // default.attention_ranks * given.attention_ranks)
+            if isinstance(given, Deployment) and isinstance(default, Deployment):
+                data[name] = max(1, getattr(default, name) // default.attention_ranks * given.attention_ranks)
         else:
             data[name] = getattr(default, name)
-    return validate(Deployment, data, source)
+    return validate(kind, data, source)
 
 
 LAYOUT_FIELDS = {"tp", "pp", "ep", "attention_dp", "instances", "mode", "prefill", "decode"}

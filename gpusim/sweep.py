@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from gpusim.analysis.energy import CostOverrides, energy_and_cost
 from gpusim.errors import InputError
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment, deployment_type
 from gpusim.specs.experiment import RunSpec, load_deployment
 from gpusim.specs.loading import read_yaml, validate
 
@@ -49,8 +49,9 @@ RESULTS_CSV = "results.csv"
 REQUESTS = "requests"
 DERIVED = {"qps_per_gpu": "qps", "samples_per_gpu": "samples"}
 """Sweep-only fields, per GPU of the point's hardware: qps = qps_per_gpu × GPUs, samples = samples_per_gpu × GPUs."""
-PREFIXES = {"deployment": Deployment, "costs": CostOverrides}
-"""Dotted fields `deployment.X` and `costs.X` set a field of a deployment or of the cost overrides."""
+PREFIXES = {"deployment": {**Deployment.model_fields, **DisaggregatedDeployment.model_fields},
+            "costs": CostOverrides.model_fields}
+"""Dotted fields `deployment.X` and `costs.X` set a field of a deployment (either mode's) or of the cost overrides."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def run_point(point: Point) -> PointResult:
         return PointResult(point.id, error=error_text(exc))
 
 
-def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Deployment:
+def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> AnyDeployment:
     """The point's deployment (named, or the default for its hardware and model) with `updates` set."""
     if spec.deployment == "best":
         raise InputError(source, "deployment", "deployment.FIELD values change a named or the default deployment; "
@@ -209,7 +210,7 @@ def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Dep
             node = node[name]
         node[leaf] = value
     data["name"] = f"{base.name} with {', '.join(f'{k}={v}' for k, v in updates.items())}"
-    return validate(Deployment, data, f"{source}: deployment")
+    return validate(deployment_type(data), data, f"{source}: deployment")
 
 
 def error_text(exc: BaseException) -> str:
@@ -377,7 +378,7 @@ def _is_group(key: str) -> bool:
 
 def _check_field(path: Path, key: str, where: str) -> None:
     head, dot, rest = key.partition(".")
-    if dot and head in PREFIXES and rest.partition(".")[0] in PREFIXES[head].model_fields:
+    if dot and head in PREFIXES and rest.partition(".")[0] in PREFIXES[head]:
         return
     if not dot and (key in RunSpec.model_fields or key in DERIVED):
         return

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpusim.commands import add_timing
+from gpusim.commands import add_timing, batch_limits, layout_text
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
@@ -200,9 +200,9 @@ def _loadgen(exp: MlperfExperiment, args: argparse.Namespace, out: dict, setup) 
 
 
 def _describe(dep: dict, instances: int) -> str:
-    par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
-    return (f"{dep['name']}: {instances} × {par}, weights {dep['weights']}, KV {dep['kv_cache']}, "
-            f"batch {dep['max_batch_size']}, tokens {dep['max_num_tokens']}")
+    limits = batch_limits(dep)
+    return (f"{dep['name']}: {instances} × {layout_text(dep)}, weights {dep['weights']}, KV {dep['kv_cache']}, "
+            f"batch {limits['max_batch_size']}, tokens {limits['max_num_tokens']}")
 
 
 def _why(rows: list[dict]) -> str:

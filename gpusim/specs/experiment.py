@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from gpusim.analysis.energy import CostOverrides
 from gpusim.errors import InputError, unknown_name
 from gpusim.specs.catalog import is_path, resolve
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment, deployment_type
 from gpusim.specs.loading import read_yaml, validate
 
 Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
@@ -38,7 +38,7 @@ class RunSpec(BaseModel):
     isl: int | None = Field(None, ge=1, le=10**8)
     osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
-    deployment: str | Deployment | None = None
+    deployment: str | AnyDeployment | None = None
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
@@ -104,9 +104,9 @@ def _check_names(spec: RunSpec, source: str) -> None:
             raise unknown_name(source, field, value, names())
 
 
-def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
+def load_deployment(spec: str | Deployment | DisaggregatedDeployment) -> tuple[AnyDeployment, str]:
     """The deployment object and the name of where it came from (for error messages)."""
-    if isinstance(spec, Deployment):
+    if isinstance(spec, Deployment | DisaggregatedDeployment):
         return spec, "deployment"
     from gpusim.specs.software import software_names
 
@@ -117,4 +117,4 @@ def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
         data["software"] = str(resolve("software", software, spec, "software", path.parent))
     elif isinstance(software, str) and software not in software_names():
         raise unknown_name(spec, "software", software, software_names())
-    return validate(Deployment, data, spec), spec
+    return validate(deployment_type(data), data, spec), spec
