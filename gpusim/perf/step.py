@@ -1,9 +1,8 @@
 """Batch step → seconds: the interface between the serving engine and the cost model.
 
 The step model decides what a step computes; each kernel's time comes from its `KernelTimer` (timer.py:
-the roofline by default, measured tables with `table_step.TableTimer`). With the roofline timer:
-
-The time of one step of one instance is
+the roofline by default, measured tables with `table_step.TableTimer`). With the roofline timer the time
+of one step of one instance is
 
     step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
