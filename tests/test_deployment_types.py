@@ -47,6 +47,8 @@ def test_the_old_disaggregated_form_with_a_top_level_shape_is_a_clear_error(tmp_
     path.write_text("prefill: {tp: 4}\ndecode: {tp: 8}\n")
     with pytest.raises(InputError, match="need mode: disaggregated"):
         load_deployment(str(path))
+    path.write_text("tp: 2\nprefill: null\ndecode: null\n")  # an aggregated dump of the one-type days
+    assert load_deployment(str(path))[0] == Deployment(tp=2)
     path.write_text("mode: disagg\n")
     with pytest.raises(InputError, match="valid: aggregated, or disaggregated"):
         load_deployment(str(path))

@@ -158,9 +158,13 @@ class Deployment(Serving, Parallelism):
     @model_validator(mode="before")
     @classmethod
     def _pools_need_disaggregated(cls, data: object) -> object:
-        if isinstance(data, dict) and ("prefill" in data or "decode" in data):
+        """Pools belong to a disaggregated deployment; empty ones (`prefill: null`, as deployments dumped
+        before the two types were apart wrote) are dropped."""
+        if not isinstance(data, dict) or ("prefill" not in data and "decode" not in data):
+            return data
+        if data.get("prefill") is not None or data.get("decode") is not None:
             raise ValueError("prefill/decode pools need mode: disaggregated")
-        return data
+        return {k: v for k, v in data.items() if k not in ("prefill", "decode")}
 
     def role(self, name: Literal["prefill", "decode"]) -> Deployment:
         """This deployment as one pool sees it: itself."""
