@@ -66,7 +66,7 @@ def _completed(spec: RunSpec, source: str) -> AnyDeployment:
 
 
 def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "command line",
-                    workers: int = 1) -> Deployment:
+                    workers: int = 1) -> AnyDeployment:
     """The search's best deployment for `setup`'s question in `scenario` (cached on disk, `gpusim.best`)."""
     from gpusim.best import find_best
     from gpusim.loadgen.rules import SERVER_LIKE

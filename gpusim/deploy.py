@@ -88,7 +88,7 @@ served like Server."""
 
 
 def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
-                       software: str = "trtllm") -> Deployment:
+                       software: str = "trtllm") -> AnyDeployment:
     """What a submitter would run: the shipped searched deployment for `scenario` (`gpusim.defaults`), else
     `rule_deployment`."""
     searched = searched_default(hw, model.id, SEARCHED_AS.get(scenario or "offline", scenario or ""), software)
