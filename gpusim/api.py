@@ -9,7 +9,7 @@ from gpusim.best import Found
 from gpusim.build import Setup, prepare
 from gpusim.errors import InputError
 from gpusim.simulation import Result, run_setup
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.loading import validate
 from gpusim.submission import Log, MlperfRun, SearchRun, Submission, best_for, mlperf_result
@@ -31,7 +31,8 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
     """Simulate the run that `spec` describes; `deployment: best` first finds (or recalls) the searched best
     deployment for the spec's scenario (`gpusim.best`), its contenders `workers` at a time."""
     best = spec.deployment == "best"
-    if isinstance(spec.deployment, Deployment):  # hand-written in Python or inline in an experiment YAML
+    # hand-written in Python or inline in an experiment YAML
+    if isinstance(spec.deployment, Deployment | DisaggregatedDeployment):
         spec = spec.model_copy(update={"deployment": _completed(spec, source)})
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, None if best else spec.deployment, source,
                     spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
@@ -79,14 +80,14 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
     return result
 
 
-def _completed(spec: RunSpec, source: str) -> Deployment:
+def _completed(spec: RunSpec, source: str) -> AnyDeployment:
     from gpusim.deploy import complete, spec_default
 
     return complete(spec.deployment, spec_default(spec), source)
 
 
 def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "command line",
-                    workers: int = 1) -> Deployment:
+                    workers: int = 1) -> AnyDeployment:
     """The search's best deployment for `setup`'s question in `scenario` (cached on disk, `gpusim.best`)."""
     from gpusim.best import find_best
     from gpusim.loadgen.rules import SERVER_LIKE
@@ -97,4 +98,5 @@ def best_deployment(setup: Setup, scenario: str, seed: int = 0, source: str = "c
     return find_best(setup, scenario, seed=seed, workers=workers)[0].deployment
 
 
-__all__ = ["Deployment", "Found", "Result", "Submission", "mlperf", "run", "run_spec", "search"]
+__all__ = ["Deployment", "DisaggregatedDeployment", "Found", "Result", "Submission", "mlperf", "run", "run_spec",
+           "search"]

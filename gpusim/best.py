@@ -22,7 +22,7 @@ from gpusim.build import Setup
 from gpusim.defaults import searched_entry
 from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
 from gpusim.search import SearchResult, confirm_winner, search_deployments
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, deployment_type
 from gpusim.specs.software import load_software
 
 Log = Callable[[str], None]
@@ -62,7 +62,7 @@ def search_key(base: Setup, scenario: str, duration_s: float, seed: int, gpus: i
 class Found:
     """What a search decided: the deployment, the peak it found (Server-like) and its ranking."""
 
-    deployment: Deployment
+    deployment: AnyDeployment
     scenario: str
     duration_s: float
     peak_qps: float | None
@@ -84,7 +84,8 @@ class Found:
 
     @classmethod
     def from_json(cls, d: dict) -> Found:
-        return cls(**{**d, "deployment": Deployment.model_validate(d["deployment"]), "cached": True})
+        dep = d["deployment"]
+        return cls(**{**d, "deployment": deployment_type(dep).model_validate(dep), "cached": True})
 
 
 def find_best(base: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, gpus: int | None = None,

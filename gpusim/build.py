@@ -16,11 +16,11 @@ from gpusim.perf.kernel_tables import kernel_tables
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import StepCostModel
-from gpusim.perf.table_step import TableStepCostModel
+from gpusim.perf.table_step import table_step_model
 from gpusim.sim.cluster import Cluster, Pool, SimStats
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model
@@ -33,7 +33,7 @@ class Setup:
     hardware: Hardware
     bench: BenchmarkSpec
     model: ModelSpec
-    deployment: Deployment
+    deployment: AnyDeployment
     pools: tuple[Pool, ...]
     timing: Timing = "roofline"
 
@@ -48,7 +48,7 @@ class Setup:
         return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
                    for p in self.pools)
 
-    def with_deployment(self, dep: Deployment, source: str = "deployment") -> Setup:
+    def with_deployment(self, dep: AnyDeployment, source: str = "deployment") -> Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
         return make_setup(self.hardware, self.bench, self.model, dep, source, self.timing)
 
@@ -79,7 +79,7 @@ class Setup:
         return records, cluster.stats(), time.perf_counter() - started
 
 
-def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str,
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: AnyDeployment, source: str,
                timing: Timing = "roofline") -> Setup:
     """Check `dep` against the hardware and model and build its pools (an unset front end is the
     benchmark's)."""
@@ -103,10 +103,10 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
         raise InputError(source, "timing", f"no measured kernel tables for {hw.id} with {dep.software}; valid: "
                          "roofline, or table with aiconfigurator-core==0.12.0 installed (pip install "
                          "'gpusim[calibration]') on h100-hgx, h200-hgx, b200-hgx, b300-hgx, gb200-nvl72 or gb300-nvl72")
-    return TableStepCostModel(hw, model, dep, tables)
+    return table_step_model(hw, model, dep, tables)
 
 
-def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
+def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | AnyDeployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
             timing: Timing = "roofline", scenario: str | None = None) -> Setup:
     """Load profiles by name and build the setup with the deployment `gpusim.deploy.decide` makes of

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment
 from gpusim.specs.hardware import PROFILES, Hardware, hardware_key, load_hardware, same_as_shipped
 from gpusim.specs.loading import load_yaml_model
 
@@ -35,7 +35,7 @@ class DefaultEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    deployment: Deployment
+    deployment: AnyDeployment
     tokens_per_s_per_gpu: float
     peak_qps: float | None = None
     searched_gpus: int
@@ -67,7 +67,7 @@ def read_defaults(system: str) -> DefaultsFile | None:
     return load_yaml_model(DefaultsFile, path) if path.is_file() else None
 
 
-def searched_default(hw: Hardware, model_id: str, scenario: str, software: str = "trtllm") -> Deployment | None:
+def searched_default(hw: Hardware, model_id: str, scenario: str, software: str = "trtllm") -> AnyDeployment | None:
     """The shipped searched deployment of `model_id` in `scenario` on `hw` (any number of its systems), or None."""
     system = same_as_shipped(hw)  # a renamed copy of a shipped profile takes the original's defaults
     table = read_defaults(system) if system is not None else None
@@ -75,11 +75,11 @@ def searched_default(hw: Hardware, model_id: str, scenario: str, software: str =
     if entry is None:
         return None
     dep = entry.deployment
-    if dep.mode == "disaggregated" and hw.systems > 1:  # named pool sizes are per system
+    if isinstance(dep, DisaggregatedDeployment) and hw.systems > 1:  # named pool sizes are per system
         pools = {r: p.model_copy(update={"instances": p.instances * hw.systems})
                  for r in ("prefill", "decode") if (p := getattr(dep, r)).instances is not None}
         dep = dep.model_copy(update=pools)
-    return dep.model_copy(update={"instances": None}) if dep.mode == "aggregated" else dep
+    return dep.model_copy(update={"instances": None}) if isinstance(dep, Deployment) else dep
 
 
 def searched_entry(hw: Hardware, model_id: str, benchmark: str, scenario: str, software: str, duration_s: float,

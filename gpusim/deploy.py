@@ -10,7 +10,14 @@ from gpusim.errors import InputError, unknown_name
 from gpusim.perf.memory import plan_memory
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.catalog import is_path, resolve
-from gpusim.specs.deployment import Deployment, Role
+from gpusim.specs.deployment import (
+    AnyDeployment,
+    Deployment,
+    DisaggregatedDeployment,
+    Parallelism,
+    Role,
+    deployment_type,
+)
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.loading import read_yaml, validate
@@ -21,14 +28,14 @@ WEIGHT_SHARE = 0.5
 """The default deployment keeps weights under this share of HBM, leaving the rest for the KV cache."""
 
 
-def roles(dep: Deployment) -> list[tuple[Role, Deployment]]:
+def roles(dep: AnyDeployment) -> list[tuple[Role, Deployment]]:
     """The pools of a deployment: one aggregated pool, or a prefill and a decode pool."""
-    if dep.mode == "aggregated":
+    if isinstance(dep, Deployment):
         return [("aggregated", dep)]
     return [("prefill", dep.role("prefill")), ("decode", dep.role("decode"))]
 
 
-def pool_counts(hw: Hardware, dep: Deployment, source: str = "deployment") -> list[int]:
+def pool_counts(hw: Hardware, dep: AnyDeployment, source: str = "deployment") -> list[int]:
     """Instances of each pool of `roles(dep)`: as many as named; an unnamed pool fills the GPUs left."""
     parts = roles(dep)
     named = sum((d.instances or 0) * d.gpus_per_instance for _, d in parts)
@@ -50,7 +57,7 @@ def pool_counts(hw: Hardware, dep: Deployment, source: str = "deployment") -> li
     return counts
 
 
-def check_deployment(hw: Hardware, model: ModelSpec, dep: Deployment, source: str) -> None:
+def check_deployment(hw: Hardware, model: ModelSpec, dep: AnyDeployment, source: str) -> None:
     """Fail with one clear line if `dep` cannot run on `hw` (memory is checked by plan_memory)."""
     for role, d in roles(dep):
         _check_parallelism(hw, model, d, source, "" if role == "aggregated" else f"{role}.")
@@ -78,7 +85,7 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
         raise InputError(source, f"{prefix}tp", f"tp×pp = {d.gpus_per_instance} exceeds the {hw.num_gpus} GPUs "
                          f"of {hw.systems}× {hw.id}")
     heads = model.num_attention_heads
-    if d.tp > 1 and not d.attention_dp and heads % d.tp:
+    if heads % d.attention_tp:
         divisors = ", ".join(str(k) for k in range(1, heads + 1) if heads % k == 0 and k <= domain)
         raise InputError(source, f"{prefix}tp", f"tp = {d.tp} does not divide {model.id}'s {heads} attention heads; "
                          f"valid: {divisors}, or attention_dp")
@@ -94,21 +101,21 @@ served like Server."""
 
 
 def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
-                       software: str = "trtllm") -> Deployment:
+                       software: str = "trtllm") -> AnyDeployment:
     """What a submitter would run: the shipped searched deployment for `scenario` (`gpusim.defaults`), else
     `rule_deployment`."""
     searched = searched_default(hw, model.id, SEARCHED_AS.get(scenario or "offline", scenario or ""), software)
     return searched if searched is not None else rule_deployment(hw, model)
 
 
-def spec_default(spec: RunSpec) -> Deployment:
+def spec_default(spec: RunSpec) -> AnyDeployment:
     """`default_deployment` for an experiment's hardware, systems, model (or its benchmark's) and scenario."""
     model = load_model(spec.model or load_benchmark(spec.benchmark).model)
     return default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
 
 
-def decide(hw: Hardware, model: ModelSpec, scenario: str | None, given: str | Deployment | None,
-           source: str) -> tuple[Deployment, str]:
+def decide(hw: Hardware, model: ModelSpec, scenario: str | None, given: str | AnyDeployment | None,
+           source: str) -> tuple[AnyDeployment, str]:
     """The deployment a run uses and the name of where it came from (for error messages): without one (or with
     `default`) the default for `scenario`; a deployment file completed from that default (`complete`); a
     Deployment object as it is."""
@@ -121,9 +128,9 @@ def decide(hw: Hardware, model: ModelSpec, scenario: str | None, given: str | De
     return given, "deployment"
 
 
-def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
+def load_deployment(spec: str | AnyDeployment) -> tuple[AnyDeployment, str]:
     """The deployment object and the name of where it came from (for error messages)."""
-    if isinstance(spec, Deployment):
+    if isinstance(spec, Deployment | DisaggregatedDeployment):
         return spec, "deployment"
     path = Path(spec)
     data = read_yaml(path)
@@ -132,25 +139,27 @@ def load_deployment(spec: str | Deployment) -> tuple[Deployment, str]:
         data["software"] = str(resolve("software", software, spec, "software", path.parent))
     elif isinstance(software, str) and software not in software_names():
         raise unknown_name(spec, "software", software, software_names())
-    return validate(Deployment, data, spec), spec
+    return validate(deployment_type(data), data, spec), spec
 
 
-def complete(given: Deployment, default: Deployment, source: str) -> Deployment:
+def complete(given: AnyDeployment, default: AnyDeployment, source: str) -> AnyDeployment:
     """A hand-written deployment with every field it does not state taken from `default`: precisions, software,
     serving knobs and, where it states no layout, the layout. Where it states a layout (tp, pp, ep, attention
     DP, pools), its unstated batch limits are the default's per attention rank times its own ranks, and the
     default's layout-bound features (MTP, balance, batch wait, redundant experts) are not carried over."""
     stated = given.model_fields_set
     layout = stated & LAYOUT_FIELDS
-    data = given.model_dump()
-    for name in Deployment.model_fields:
+    kind = type(given) if layout else type(default)  # the mode is part of the layout
+    data = {k: v for k, v in given.model_dump().items() if k in kind.model_fields or k in stated}
+    for name in kind.model_fields:
         if name in stated or (layout and name in LAYOUT_FIELDS | LAYOUT_BOUND):
             continue
         if layout and name in ("max_batch_size", "max_num_tokens"):
-            data[name] = max(1, getattr(default, name) // default.attention_ranks * given.attention_ranks)
+            if isinstance(given, Deployment) and isinstance(default, Deployment):
+                data[name] = max(1, getattr(default, name) // default.attention_ranks * given.attention_ranks)
         else:
             data[name] = getattr(default, name)
-    return validate(Deployment, data, source)
+    return validate(kind, data, source)
 
 
 LAYOUT_FIELDS = {"tp", "pp", "ep", "attention_dp", "instances", "mode", "prefill", "decode"}
@@ -171,8 +180,8 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
     weights = "fp4" if hw.supports("fp4") else "fp8"
     fits = None
     for tp, pp in _shapes(hw):
-        attention_dp = model.mla is not None and tp > 1
-        ranks = tp if attention_dp else 1
+        par = Parallelism(tp=tp, attention_dp=model.mla is not None and tp > 1)
+        ranks = par.attention_ranks
         dep = Deployment(
             name=f"default-tp{tp}" + (f"-pp{pp}" if pp > 1 else ""),
             weights=weights,
@@ -180,7 +189,7 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
             tp=tp,
             pp=pp,
             ep=tp if model.moe is not None else 1,
-            attention_dp=attention_dp,
+            attention_dp=par.attention_dp,
             max_batch_size=256 * ranks,
             max_num_tokens=8192 * ranks,
         )

@@ -40,7 +40,7 @@ from gpusim.perf.capacity import instance_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.simulation import Result, run_setup
 from gpusim.specs.benchmark import BenchmarkSpec
-from gpusim.specs.deployment import MTP, Deployment, Parallelism
+from gpusim.specs.deployment import MTP, AnyDeployment, Deployment, DisaggregatedDeployment, Parallelism
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -413,7 +413,7 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
     mtp = _default_mtp(model) if scenario in bench.mtp_allowed_in else None
     for dep in _layouts(hw, model):
         if gpus is not None and gpus < hw.num_gpus:
-            if dep.mode != "aggregated" or dep.gpus_per_instance > gpus:
+            if not isinstance(dep, Deployment) or dep.gpus_per_instance > gpus:
                 continue
             dep = dep.model_copy(update={"instances": gpus // dep.gpus_per_instance})
         for d in (dep, dep.model_copy(update={"mtp": mtp, "name": dep.name + "-mtp"})) if mtp else (dep,):
@@ -433,7 +433,7 @@ def _default_mtp(model: ModelSpec) -> MTP | None:
     return MTP(depth=len(model.mtp_acceptance), acceptance=model.mtp_acceptance, source=model.mtp_source or "model")
 
 
-def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
+def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[AnyDeployment]:
     """Aggregated and disaggregated layouts before the fit check (see `candidate_deployments`)."""
     weights = [w for w in ("fp4", "fp8") if hw.supports(w)]
     span = hw.domain_gpus if hw.systems == 1 else hw.num_gpus  # pipeline stages may span systems
@@ -459,22 +459,23 @@ def _layouts(hw: Hardware, model: ModelSpec) -> Iterator[Deployment]:
                 prefill = Parallelism(tp=p, ep=p, attention_dp=True, instances=k * hw.systems,
                                       max_batch_size=64 * p, max_num_tokens=8192 * p)
                 decode = Parallelism(tp=d, ep=d, attention_dp=True, max_batch_size=256 * d, max_num_tokens=256 * d)
-                yield Deployment(name=f"{w}-disagg-{k * hw.systems}xdep{p}-dep{d}", weights=w, activations=w,
-                                 mode="disaggregated", prefill=prefill, decode=decode)
+                yield DisaggregatedDeployment(name=f"{w}-disagg-{k * hw.systems}xdep{p}-dep{d}", weights=w,
+                                              activations=w, mode="disaggregated", prefill=prefill, decode=decode)
 
 
-def balanced(dep: Deployment) -> Deployment | None:
+def balanced(dep: AnyDeployment) -> AnyDeployment | None:
     """`dep` with the attention-DP balance its software offers, where a pool runs attention DP and `dep` sets
     none (NVIDIA's v6 DeepSeek-R1 entries run attention DP with load balancing); None otherwise. It fills
     prefill steps on every rank at once, and holds new requests back to do so: the search runs both."""
     offer = load_software(dep.software).adp_balance
-    if offer is None or dep.adp_balance is not None or not any(d.attention_dp and d.tp > 1 for _, d in roles(dep)):
+    if offer is None or dep.adp_balance is not None or not any(d.attention_ranks > 1 for _, d in roles(dep)):
         return None
     return dep.model_copy(update={"adp_balance": offer.config(), "name": dep.name + "-balance"})
 
 
-def _layout(dep: Deployment) -> tuple:
-    return dep.weights, dep.tp, dep.pp, dep.ep, dep.attention_dp, dep.mode, dep.prefill, dep.decode, dep.mtp
+def _layout(dep: AnyDeployment) -> tuple:
+    shape = (dep.tp, dep.pp, dep.ep, dep.attention_dp) if isinstance(dep, Deployment) else (dep.prefill, dep.decode)
+    return dep.weights, dep.mode, shape, dep.mtp
 
 
 @dataclass
@@ -601,7 +602,7 @@ def _within(setup: Setup, gpus: int | None) -> bool:
     if gpus is None or gpus >= setup.hardware.num_gpus:
         return True
     dep = setup.deployment  # instances None fill the hardware
-    return dep.mode == "aggregated" and dep.instances is not None and dep.instances * dep.gpus_per_instance <= gpus
+    return isinstance(dep, Deployment) and dep.instances is not None and dep.instances * dep.gpus_per_instance <= gpus
 
 
 def _tokens_per_s(p: PeakResult | None) -> float:

@@ -17,7 +17,8 @@ from gpusim.loadgen import rules, scenarios
 from gpusim.loadgen.metrics import SERVER_LIKE, summarize
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
-from gpusim.perf.table_step import TableStepCostModel
+from gpusim.perf.step import StepCostModel
+from gpusim.perf.table_step import TableTimer
 from gpusim.sim.cluster import SimStats
 from gpusim.specs.benchmark import BenchmarkSpec
 from gpusim.specs.experiment import RunSpec
@@ -73,7 +74,8 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "prefix_hit_rate": stats.prefix_hit_rate,
         "seed": spec.seed,
         "timing": setup.timing,
-        "kernel_sources": {p.role: p.cost.sources for p in setup.pools if isinstance(p.cost, TableStepCostModel)},
+        "kernel_sources": {p.role: p.cost.timer.sources for p in setup.pools
+                           if isinstance(p.cost, StepCostModel) and isinstance(p.cost.timer, TableTimer)},
         "wall_s": wall,
     }
     summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpusim.analysis.describe import batch_limits, layout_text
 from gpusim.best import Found, find_best
 from gpusim.build import Setup, prepare
 from gpusim.errors import InputError
@@ -193,9 +194,9 @@ def _loadgen(run: MlperfRun, out: dict, setup: Setup) -> tuple[dict, dict]:
 
 
 def _describe(dep: dict, instances: int) -> str:
-    par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
-    return (f"{dep['name']}: {instances} × {par}, weights {dep['weights']}, KV {dep['kv_cache']}, "
-            f"batch {dep['max_batch_size']}, tokens {dep['max_num_tokens']}")
+    limits = batch_limits(dep)
+    return (f"{dep['name']}: {instances} × {layout_text(dep)}, weights {dep['weights']}, KV {dep['kv_cache']}, "
+            f"batch {limits['max_batch_size']}, tokens {limits['max_num_tokens']}")
 
 
 def _why(rows: list[dict]) -> str:

@@ -43,15 +43,16 @@ from gpusim.analysis.outputs import RESULTS, RESULTS_CSV
 from gpusim.deploy import load_deployment, spec_default
 from gpusim.errors import InputError
 from gpusim.specs.costs import CostOverrides
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment, deployment_type
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.loading import read_yaml, validate
 
 REQUESTS = "requests"
 DERIVED = {"qps_per_gpu": "qps", "samples_per_gpu": "samples"}
 """Sweep-only fields, per GPU of the point's hardware: qps = qps_per_gpu × GPUs, samples = samples_per_gpu × GPUs."""
-PREFIXES = {"deployment": Deployment, "costs": CostOverrides}
-"""Dotted fields `deployment.X` and `costs.X` set a field of a deployment or of the cost overrides."""
+PREFIXES = {"deployment": {**Deployment.model_fields, **DisaggregatedDeployment.model_fields},
+            "costs": CostOverrides.model_fields}
+"""Dotted fields `deployment.X` and `costs.X` set a field of a deployment (either mode's) or of the cost overrides."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def run_point(point: Point) -> PointResult:
         return PointResult(point.id, error=error_text(exc))
 
 
-def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Deployment:
+def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> AnyDeployment:
     """The point's deployment (named, or the default for its hardware and model) with `updates` set."""
     if spec.deployment == "best":
         raise InputError(source, "deployment", "deployment.FIELD values change a named or the default deployment; "
@@ -201,7 +202,7 @@ def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Dep
             node = node[name]
         node[leaf] = value
     data["name"] = f"{base.name} with {', '.join(f'{k}={v}' for k, v in updates.items())}"
-    return validate(Deployment, data, f"{source}: deployment")
+    return validate(deployment_type(data), data, f"{source}: deployment")
 
 
 def error_text(exc: BaseException) -> str:
@@ -369,7 +370,7 @@ def _is_group(key: str) -> bool:
 
 def _check_field(path: Path, key: str, where: str) -> None:
     head, dot, rest = key.partition(".")
-    if dot and head in PREFIXES and rest.partition(".")[0] in PREFIXES[head].model_fields:
+    if dot and head in PREFIXES and rest.partition(".")[0] in PREFIXES[head]:
         return
     if not dot and (key in RunSpec.model_fields or key in DERIVED):
         return

@@ -12,7 +12,7 @@ from gpusim.sim.cluster import Cluster, Pool
 from gpusim.sim.gate import BatchWaitGate
 from gpusim.sim.instance import Instance
 from gpusim.sim.ranks import AttentionRanks
-from gpusim.specs.deployment import BatchWait, Deployment, Parallelism
+from gpusim.specs.deployment import BatchWait, Deployment, DisaggregatedDeployment, Parallelism
 
 
 class LinearCost:
@@ -92,8 +92,8 @@ def test_attention_dp_spans_end_where_another_rank_becomes_the_busiest() -> None
     isl = [2048] * 9 + [1, 140, 1, 1, 1, 61, 1]
     osl = [1] * 9 + [10, 1, 1, 1, 6, 3, 5]
     pool = Parallelism(tp=2, attention_dp=True, max_batch_size=4, max_num_tokens=64)
-    dep = Deployment(**pool.model_dump(), chunked_prefill=False, kv_block_tokens=1, router="round_robin",
-                     mode="disaggregated", prefill=pool, decode=pool)
+    dep = DisaggregatedDeployment(chunked_prefill=False, kv_block_tokens=1, router="round_robin",
+                                  mode="disaggregated", prefill=pool, decode=pool)
     assert_spans_equal_stepping(Workload.create(np.zeros(16), isl, osl), dep, 2055)
 
 
@@ -103,8 +103,8 @@ def test_a_decode_arrival_joins_mid_span_past_a_blocked_recompute() -> None:
     isl, osl = [1, 2048, 2048, 2048, 2048, 2048, 1], [38, 1, 1, 7, 1, 1, 2]
     wl = Workload.create(np.zeros(7), isl, osl, prefix_hashes=[(0, 1, 2, 3) if i == 2048 else () for i in isl])
     pool = Parallelism(tp=2, attention_dp=True, max_batch_size=2, max_num_tokens=2048)
-    dep = Deployment(**pool.model_dump(), chunked_prefill=False, kv_block_tokens=16, router="round_robin",
-                     mode="disaggregated", prefill=pool, decode=pool, prefix_cache=True)
+    dep = DisaggregatedDeployment(chunked_prefill=False, kv_block_tokens=16, router="round_robin",
+                                  mode="disaggregated", prefill=pool, decode=pool, prefix_cache=True)
     fast, _ = assert_spans_equal_stepping(wl, dep, 2110)
     assert fast[6] < fast[0]  # the short one, landed while request 0 decodes, finishes first
     assert fast[6] == pytest.approx(0.0565461, abs=1e-6)  # the stepped time before the fix

@@ -232,3 +232,95 @@ def test_pooled_calibration_groups_systems_by_architecture() -> None:
                                                               "blackwell": ["b200_sxm"]}
     assert all(set(r["fitted"]) == set(kernels.RELEVANT["allreduce"]) for r in out)
     assert "pooled fit: allreduce_busbw_fraction" in kernels.format_architecture(out[0])
+
+
+def _decode_per_layer(hw, model_id: str, dep, sw, batch: int, context: float) -> float:
+    """step.py's decode attention of `batch` sequences at `context` KV tokens each, per layer, one GPU."""
+    from gpusim.perf.step import BatchShape, StepCostModel
+    from gpusim.specs.model import load_model
+
+    model = load_model(model_id)
+    cm = StepCostModel(hw, model, dep, sw)
+    by_op = cm.breakdown(BatchShape(decode_seqs=batch, decode_context=batch * context)).by_op
+    return by_op["attention_decode"] / model.num_layers
+
+
+def _decode_profile(hw, flops_fraction: float | None):
+    """The shipped profile on `hw`'s architecture; with `flops_fraction`, decode attention that slow in FLOPs
+    (so that its compute side, not its memory side, sets the time)."""
+    from gpusim.specs.sourced import Sourced
+
+    sw = load_software("trtllm").for_architecture(hw.gpu.architecture).model_copy(update={"overrides": {}})
+    if flops_fraction is None:
+        return sw
+    return sw.model_copy(update={"attention_decode_flops_fraction": Sourced(value=flops_fraction, source="test",
+                                                                            grade="D")})
+
+
+@pytest.mark.parametrize("flops_fraction", [None, 0.001])
+def test_generation_attention_formula_matches_the_step_model(flops_fraction) -> None:
+    """GQA decode rows (batch, context, heads, KV heads) in the kernel formula and in step.py (per layer),
+    memory-bound as shipped and compute-bound with a tiny FLOPs fraction."""
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+
+    hw = load_hardware("h100-hgx")
+    sw = _decode_profile(hw, flops_fraction)
+    p = kernels.constants(sw)
+    model = load_model("llama3.1-8b")
+    dep = Deployment(weights="bf16", activations="bf16", kv_cache="bf16")
+    for batch, isl in ((1, 1024), (64, 4096), (256, 16384)):
+        df = pd.DataFrame({"batch_size": [batch], "isl": [isl], "step": [0], "window_size": [0],
+                           "num_heads": [model.num_attention_heads], "num_key_value_heads": [model.num_kv_heads],
+                           "head_dim": [model.head_dim], "kv_dtype": ["bf16"], "dtype": ["bf16"]})
+        got = kernels._predict_generation_attention(df, kernels.Machine(hw), p)[0]
+        assert got == pytest.approx(_decode_per_layer(hw, "llama3.1-8b", dep, sw, batch, isl))
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_mla_formulas_match_the_step_model(tp) -> None:
+    """DeepSeek-R1's MLA in FP8 on one GPU of a TP group (128 heads at tp 1: compute-bound decode; 16 at tp 8:
+    memory-bound): prompt and decode rows in the kernel formulas and in step.py, per layer."""
+    from gpusim.perf.step import BatchShape, StepCostModel
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+
+    hw = load_hardware("b200-hgx")
+    sw = _decode_profile(hw, None)
+    p = kernels.constants(sw)
+    model = load_model("deepseek-r1")
+    dep = Deployment(tp=tp, ep=tp, weights="fp8", activations="fp8", kv_cache="fp8")
+    cm = StepCostModel(hw, model, dep, sw)
+    heads = model.num_attention_heads // tp
+    for isl in (512, 4096):
+        df = pd.DataFrame({"batch_size": [2], "isl": [isl], "step": [0], "num_heads": [heads],
+                           "kv_dtype": ["fp8"], "dtype": ["fp8"]})
+        mc = kernels.Machine(hw)
+        prefill = cm.breakdown(BatchShape(prefill_tokens=2 * isl, prefill_attn_pairs=2 * isl * (isl + 1) / 2,
+                                          prefill_seqs=2)).by_op["attention_prefill"] / model.num_layers
+        assert kernels._predict_mla_context(df, mc, p)[0] == pytest.approx(prefill)
+        decode = _decode_per_layer(hw, "deepseek-r1", dep, sw, 2, isl)
+        assert kernels._predict_mla_generation(df, mc, p)[0] == pytest.approx(decode)
+
+
+def test_alltoall_formula_matches_the_step_model() -> None:
+    """Wide-EP dispatch and combine (DeepSeek-R1 on 8 GPUs, attention DP): the kernel formula per call equals
+    the roofline timer's time of the step's all-to-all ops per layer."""
+    from gpusim.perf.step import StepCostModel
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+
+    hw, sw, p = _setup()
+    model = load_model("deepseek-r1")
+    cm = StepCostModel(hw, model, Deployment(tp=8, ep=8, attention_dp=True), sw)
+    a2a = [op for op in cm.ops.comm_ops if op.kind == "alltoall"]
+    assert {op.name for op in a2a} == {"ep_dispatch", "ep_combine"}
+    for op in a2a:
+        dtype = {1.0: "fp8", 2.0: "bf16"}[op.bytes_per_token / model.hidden_size]
+        for tokens in (1, 128, 4096):
+            df = pd.DataFrame({"num_tokens": [tokens], "topk": [op.top_k], "hidden_size": [model.hidden_size],
+                               "comm_dtype": [dtype], "ep_size": [op.group]})
+            got = kernels._predict_alltoall(df, kernels.Machine(hw), p, p["alltoall_hop_latency_us"] * 1e-6,
+                                            sw.moe_imbalance.value)[0]
+            timed = cm.timer.alltoall(op, tokens * op.split)
+            assert got == pytest.approx((timed.seconds + timed.launch) / op.count)

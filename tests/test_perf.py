@@ -13,7 +13,7 @@ import pytest
 from gpusim.errors import InputError
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
 from gpusim.perf.memory import plan_memory
-from gpusim.perf.ops import expected_distinct_experts
+from gpusim.perf.ops import MoEOp, build_ops
 from gpusim.perf.roofline import op_time
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
@@ -175,10 +175,19 @@ def test_sliding_window_caps_decode_context() -> None:
 
 
 # ---- MoE -------------------------------------------------------------------------------------
+def _moe_op(model: ModelSpec, dep: Deployment) -> MoEOp:
+    return next(op for op in build_ops(model, dep).token_ops if isinstance(op, MoEOp))
+
+
 def test_distinct_experts_formula() -> None:
-    assert expected_distinct_experts(1, 8, 256) == pytest.approx(8)
-    assert expected_distinct_experts(10_000, 8, 256) == pytest.approx(256)
-    assert expected_distinct_experts(2, 2, 8) == pytest.approx(8 * (1 - (6 / 8) ** 2))
+    """E_local · (1 − (1 − k/E)^T): one token hits its k experts, many tokens all of them; EP divides E."""
+    wide = dense_model(id="wide-moe", intermediate_size=0,
+                       moe=MoE(num_experts=256, top_k=8, expert_intermediate_size=512))
+    op = _moe_op(wide, Deployment())
+    assert op.distinct_local(1) == pytest.approx(8)
+    assert op.distinct_local(10_000) == pytest.approx(256)
+    assert _moe_op(wide, Deployment(tp=4, ep=4)).distinct_local(10_000) == pytest.approx(64)
+    assert _moe_op(moe_model(), Deployment()).distinct_local(2) == pytest.approx(8 * (1 - (6 / 8) ** 2))
 
 
 def test_moe_decode_reads_only_hit_experts() -> None:

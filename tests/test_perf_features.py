@@ -29,7 +29,7 @@ def test_fp4_kv_holds_more_tokens_and_reads_fewer_bytes():
     b = BatchShape(decode_seqs=64, decode_context=64 * 8000)
     t8 = StepCostModel(GB300, llama, dense8).breakdown(b).by_op["attention_decode"]
     t4 = StepCostModel(GB300, llama, dense4).breakdown(b).by_op["attention_decode"]
-    launch = StepCostModel(GB300, llama, dense8)._attn_launch
+    launch = StepCostModel(GB300, llama, dense8).timer.attention_fixed().decode_launch
     assert (t4 - launch) / (t8 - launch) == pytest.approx(DTYPE_BYTES["fp4"] / DTYPE_BYTES["fp8"], rel=1e-6)
 
 

@@ -25,7 +25,14 @@ from gpusim.loadgen.workload import Workload  # noqa: E402
 from gpusim.perf.step import BatchShape  # noqa: E402
 from gpusim.sim.cluster import Cluster, Pool  # noqa: E402
 from gpusim.sim.instance import PREFIX_BLOCK_TOKENS, Instance  # noqa: E402
-from gpusim.specs.deployment import MTP, AdpBalance, BatchWait, Deployment, Parallelism  # noqa: E402
+from gpusim.specs.deployment import (  # noqa: E402
+    MTP,
+    AdpBalance,
+    BatchWait,
+    Deployment,
+    DisaggregatedDeployment,
+    Parallelism,
+)
 
 CONTEXT_LIMIT = 2048
 """Longest prompt generated: the model's context limit in these small systems."""
@@ -71,15 +78,14 @@ def deployments(draw: st.DrawFn) -> Deployment:
     pool = Parallelism(tp=tp, attention_dp=adp, max_batch_size=draw(st.integers(1, 32)),
                        max_num_tokens=draw(st.sampled_from([64, 512, 2048, 8192])))
     disagg = draw(st.booleans())
-    return Deployment(
-        **pool.model_dump(), chunked_prefill=draw(st.booleans()), kv_block_tokens=draw(st.sampled_from([1, 16, 32])),
+    layout = {"mode": "disaggregated", "prefill": pool, "decode": pool} if disagg else pool.model_dump()
+    return (DisaggregatedDeployment if disagg else Deployment)(
+        **layout, chunked_prefill=draw(st.booleans()), kv_block_tokens=draw(st.sampled_from([1, 16, 32])),
         scheduler_recv_interval=draw(st.sampled_from([1, 1, 3])), mtp=mtp,
         adp_balance=AdpBalance() if adp and draw(st.booleans()) else None,
         batch_wait=BatchWait(timeout_iters=draw(st.integers(1, 5)), max_tokens_ratio=draw(st.floats(0, 1)))
         if draw(st.booleans()) else None,
-        prefix_cache=draw(st.booleans()), router=draw(st.sampled_from(["round_robin", "least_loaded", "kv_aware"])),
-        mode="disaggregated" if disagg else "aggregated",
-        prefill=pool if disagg else None, decode=pool if disagg else None)
+        prefix_cache=draw(st.booleans()), router=draw(st.sampled_from(["round_robin", "least_loaded", "kv_aware"])))
 
 
 def fits(wl: Workload, dep: Deployment) -> int:
@@ -305,10 +311,10 @@ def real_setups(draw: st.DrawFn):
     disagg = draw(st.booleans())
     mtp = MTP(depth=2, acceptance=(0.8, 0.6)) if moe and draw(st.booleans()) else None
     try:
-        dep = Deployment(**par, weights=weights, mtp=mtp, prefix_cache=draw(st.booleans()),
-                         mode="disaggregated" if disagg else "aggregated",
-                         prefill=Parallelism(**{**par, "instances": 1}) if disagg else None,
-                         decode=Parallelism(**par) if disagg else None)
+        layout = ({"mode": "disaggregated", "prefill": Parallelism(**{**par, "instances": 1}),
+                   "decode": Parallelism(**par)} if disagg else par)
+        dep = (DisaggregatedDeployment if disagg else Deployment)(**layout, weights=weights, mtp=mtp,
+                                                                  prefix_cache=draw(st.booleans()))
         return prepare(hw, bench, 1, dep)
     except (InputError, ValueError):
         assume(False)

@@ -140,7 +140,7 @@ def test_search_candidates_run_with_the_starting_software_profile():
 def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_offers():
     """trtllm (the v6 generation) offers attention-DP balancing, for any pool that runs attention DP; the v5.1
     generation and vLLM offer none; a deployment's own setting is kept."""
-    from gpusim.specs.deployment import AdpBalance, Deployment, Parallelism
+    from gpusim.specs.deployment import AdpBalance, Deployment, DisaggregatedDeployment, Parallelism
 
     adp = Deployment(tp=8, ep=8, attention_dp=True, name="dep8")
     offer = balanced(adp)
@@ -150,8 +150,8 @@ def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_
     assert balanced(adp.model_copy(update={"software": "trtllm-v5.1"})) is None
     assert balanced(adp.model_copy(update={"software": "vllm"})) is None
     assert balanced(adp.model_copy(update={"adp_balance": AdpBalance(timeout_iters=5)})) is None
-    disagg = Deployment(mode="disaggregated", prefill=Parallelism(tp=4, ep=4, attention_dp=True),
-                        decode=Parallelism(tp=8, ep=8, attention_dp=True))
+    disagg = DisaggregatedDeployment(mode="disaggregated", prefill=Parallelism(tp=4, ep=4, attention_dp=True),
+                                     decode=Parallelism(tp=8, ep=8, attention_dp=True))
     assert balanced(disagg) is not None
 
 

@@ -12,7 +12,7 @@ from gpusim.perf.step import BatchShape
 from gpusim.sim.cluster import Cluster, Pool
 from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.topology import Topology
-from gpusim.specs.deployment import MTP, Deployment, Parallelism
+from gpusim.specs.deployment import MTP, Deployment, DisaggregatedDeployment, Parallelism
 
 BASE, PER_TOKEN, PER_CTX = 0.010, 1e-5, 1e-7
 
@@ -59,7 +59,8 @@ def test_mtp_expected_length_is_the_product_series():
 
 # ---- disaggregation ---------------------------------------------------------------------------------
 def disagg_pools(prefill=2, decode=3) -> list[Pool]:
-    dep = Deployment(mode="disaggregated", prefill=Parallelism(instances=prefill), decode=Parallelism(instances=decode))
+    dep = DisaggregatedDeployment(mode="disaggregated", prefill=Parallelism(instances=prefill),
+                                  decode=Parallelism(instances=decode))
     return [Pool("prefill", LinearCost(), 10**7, dep.role("prefill"), prefill),
             Pool("decode", LinearCost(), 10**7, dep.role("decode"), decode)]
 

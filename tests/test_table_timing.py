@@ -16,7 +16,7 @@ from gpusim.build import cost_model
 from gpusim.errors import InputError
 from gpusim.perf.kernel_tables import KernelTables, LogGrid, table_backend, table_system
 from gpusim.perf.step import BatchShape, StepCostModel
-from gpusim.perf.table_step import TableStepCostModel
+from gpusim.perf.table_step import table_step_model
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
@@ -93,10 +93,10 @@ def tables(tmp_path: Path) -> KernelTables:
     return KernelTables(tmp_path, "h100_sxm", "trtllm")
 
 
-def _llama(tables: KernelTables) -> tuple[TableStepCostModel, StepCostModel]:
+def _llama(tables: KernelTables) -> tuple[StepCostModel, StepCostModel]:
     hw, model = load_hardware("h100-hgx"), load_model("llama3.1-8b")
     dep = Deployment(name="t", tp=1, weights="bf16", activations="bf16", kv_cache="bf16")
-    return TableStepCostModel(hw, model, dep, tables), StepCostModel(hw, model, dep)
+    return table_step_model(hw, model, dep, tables), StepCostModel(hw, model, dep)
 
 
 def test_gemms_and_decode_attention_come_from_the_tables(tables: KernelTables) -> None:
@@ -117,7 +117,7 @@ def test_gemms_and_decode_attention_come_from_the_tables(tables: KernelTables) -
     want = fitted["step_overhead_us"].value + fitted["layer_overhead_us"].value * layers
     assert ops["step_overhead"] == pytest.approx(want * 1e-6)
     # no prompt-attention table: that op stays the roofline's, and the sources say so
-    assert table.sources["attention_prefill"] == "roofline" and table.sources["qkv_proj"] == "table"
+    assert table.timer.sources["attention_prefill"] == "roofline" and table.timer.sources["qkv_proj"] == "table"
     p = BatchShape(prefill_tokens=512, prefill_attn_pairs=512 * 513 / 2, prefill_seqs=1)
     prefill = roofline.breakdown(p).by_op["attention_prefill"]
     assert table.breakdown(p).by_op["attention_prefill"] == pytest.approx(prefill)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from gpusim.perf.step import BatchShape, StepCostModel
-from gpusim.perf.table_step import TableStepCostModel
+from gpusim.perf.timer import RooflineTimer
 from gpusim.sim.cluster import Pool, SimStats
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def typical_steps(pool: Pool, stats: SimStats, workload: Workload) -> dict[str, 
     """The step cost model's breakdown (compute, memory, communication, overhead; by op) of two steps of
     `pool` (a run's last): a decode step at the run's busy-time mean batch and context, and a prefill chunk of one mean
     prompt (capped at max_num_tokens). Empty for measured-table timing, whose parts are not the roofline's."""
-    if not isinstance(pool.cost, StepCostModel) or isinstance(pool.cost, TableStepCostModel):
+    if not isinstance(pool.cost, StepCostModel) or not isinstance(pool.cost.timer, RooflineTimer):
         return {}
     shapes: dict[str, BatchShape] = {}
     tl = stats.timeline

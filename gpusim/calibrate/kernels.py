@@ -10,9 +10,10 @@ software profile are fitted per system by least squares on log time:
     python -m gpusim.calibrate.kernels --saturated   # eff_max per GEMM precision and architecture
     python -m gpusim.calibrate.kernels --pooled --families allreduce   # one fit per architecture
 
-The formulas are vectorised copies of what `gpusim/perf/step.py` does per op class (see each
-`_predict_*`); `tests/test_kernels.py` checks them against the scalar code. Fitted values are printed,
-not written into hardware_profiles/software/*.yaml.
+The formulas are vectorised copies of what the roofline timer (`gpusim/perf/timer.py`, composed by
+`gpusim/perf/step.py`) does per op kind (see each `_predict_*`); `tests/test_kernels.py` checks every family
+(GEMM, MoE, context and generation attention, MLA context and generation, all-reduce, all-to-all) against the
+scalar code. Fitted values are printed, not written into hardware_profiles/software/*.yaml.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from gpusim.analysis.published import PublishedRow, RowUnsupported, read_publish
 from gpusim.build import prepare
 from gpusim.parallel import parallel_map
 from gpusim.search import trial
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment
 from gpusim.validate.mlperf import predict_row, software_for_round, value_in_unit
 
 
@@ -32,7 +32,7 @@ class OfflineRow:
     """One published Offline result and the deployment that reproduces it."""
 
     row: PublishedRow
-    deployment: Deployment
+    deployment: AnyDeployment
 
     @property
     def measured_s_per_token(self) -> float:
@@ -53,7 +53,7 @@ def _once(items: list, key: Callable, job: Callable, fn: Callable, workers: int)
     return [got[key(item)] for item in items]
 
 
-def _searched(args: tuple[PublishedRow, str, float]) -> Deployment | str:
+def _searched(args: tuple[PublishedRow, str, float]) -> AnyDeployment | str:
     row, software, duration_s = args
     try:
         return predict_row(row, software, duration_s)[1]
@@ -68,7 +68,7 @@ def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, wo
     rows = [r for r in read_published(path)
             if r.scenario == "offline" and software_for_round(r.round)[0] == rounds_of]
     found = _once(rows, _key, lambda r: (r, profile, duration_s), _searched, workers)
-    return [OfflineRow(r, dep) for r, dep in zip(rows, found, strict=True) if isinstance(dep, Deployment)]
+    return [OfflineRow(r, dep) for r, dep in zip(rows, found, strict=True) if not isinstance(dep, str)]
 
 
 def _s_per_token(args: tuple[OfflineRow, float]) -> float:

@@ -13,3 +13,4 @@ TIMING_HELP = "kernel times: roofline (default) or NVIDIA's measured tables (nee
 def add_timing(parser: argparse.ArgumentParser, default: str | None = "roofline", help: str = TIMING_HELP) -> None:
     """The `--timing` option (RunSpec.timing's choices)."""
     parser.add_argument("--timing", choices=get_args(Timing), default=default, help=help)
+

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from gpusim.analysis.describe import batch_limits, layout_text
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
 
@@ -110,13 +111,13 @@ def write_outputs(out: Path, result) -> None:
 
 def _format_summary(s: dict) -> str:
     dep = s["deployment"]
-    par = f"tp{dep['tp']} pp{dep['pp']} ep{dep['ep']}{' attention-dp' if dep['attention_dp'] else ''}"
+    par, limits = layout_text(dep), batch_limits(dep)
     lines = [
         f"{s['benchmark']} ({s['model']}) on {s['systems']}× {s['hardware']} ({s['num_gpus']} GPUs), "
         f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else "")
         + (" (its peak valid rate)" if s.get("peak_qps") else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
-        f"KV {dep['kv_cache']}, batch ≤ {dep['max_batch_size']}, ≤ {dep['max_num_tokens']:,} tokens per step, "
+        f"KV {dep['kv_cache']}, batch ≤ {limits['max_batch_size']}, ≤ {limits['max_num_tokens']:,} tokens per step, "
         f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",

@@ -72,7 +72,7 @@ def weights_per_gpu(model: ModelSpec, dep: Deployment) -> float:
 def kv_bytes_per_token_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """KV bytes one GPU keeps per token of a sequence it holds (full-attention layers of one stage)."""
     kvb = DTYPE_BYTES[dep.kv_cache]
-    tp = 1 if dep.attention_dp else dep.tp
+    tp = dep.attention_tp
     if model.mla is not None:
         per_layer = model.kv_bytes_per_token_per_layer(kvb)
     else:
@@ -85,8 +85,8 @@ def state_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     pre-allocate them): state heads split by tp; under attention DP each rank keeps its own sequences."""
     if model.linear_attention is None:
         return 0.0
-    ranks = dep.tp if dep.attention_dp else 1
-    share = 1 if dep.attention_dp else dep.tp
+    ranks = dep.attention_ranks
+    share = dep.attention_tp
     return ceil_div(dep.max_batch_size, ranks) * model.state_bytes_per_sequence / share / dep.pp
 
 
@@ -150,7 +150,7 @@ def plan_memory(
                          f"sequences needs {state / GiB:.1f} GiB per GPU, more than the "
                          f"{budget / GiB:.1f} GiB left; use a smaller max_batch_size or more tp")
     per_tok = kv_bytes_per_token_per_gpu(model, dep)
-    ranks = dep.tp if dep.attention_dp else 1
+    ranks = dep.attention_ranks
     capacity = int(kv // per_tok) * ranks if per_tok > 0 else 0
     return MemoryPlan(w, ws, kv, per_tok, capacity)
 

@@ -49,7 +49,7 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GemmOp:
     """A dense matrix multiply (or a memory-bound kernel with `flops_per_token` 0) run `count` times a step."""
 
@@ -80,7 +80,7 @@ class GemmOp:
         return self.weight_bytes + self.tokens(t) * self.io_bytes_per_token
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MoEOp:
     """Routed experts of one MoE layer on one GPU (grouped GEMMs: gate/up and down)."""
 
@@ -129,7 +129,7 @@ class MoEOp:
         return self.distinct_local(t) * self.expert_bytes + rows * self.io_bytes_per_assignment
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommOp:
     """A collective run `count` times a step: per-token bytes over a group of GPUs."""
 
@@ -144,7 +144,7 @@ class CommOp:
     top_k: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionOp:
     """Attention of all layers, per GPU; linear in causal pairs (prefill) and KV tokens read (decode)."""
 
@@ -167,7 +167,7 @@ class AttentionOp:
     sequence."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelOps:
     """Everything the step cost model needs, per GPU of one instance."""
 
@@ -182,7 +182,7 @@ class ModelOps:
 def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """Attention projection weights one GPU holds: heads split by tp (KV heads replicated below tp;
     MLA down-projections replicated), all of them under attention DP."""
-    tp = 1 if dep.attention_dp else dep.tp
+    tp = dep.attention_tp
     h, n = model.hidden_size, model.num_attention_heads
     if model.mla is None:
         d = model.head_dim
@@ -196,7 +196,7 @@ def attention_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
 def linear_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     """One linear-attention layer's weights on one GPU: heads split by tp (all of them under attention DP)."""
     la = model.linear_attention
-    return 0.0 if la is None else la.params(model.hidden_size) / (1 if dep.attention_dp else dep.tp)
+    return 0.0 if la is None else la.params(model.hidden_size) / dep.attention_tp
 
 
 def mixer_params_per_gpu(model: ModelSpec, dep: Deployment) -> float:
@@ -209,23 +209,24 @@ def _linear_attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: floa
     la = model.linear_attention
     if la is None:
         return []
-    tp = 1 if dep.attention_dp else dep.tp
-    dp = dep.tp if dep.attention_dp else 1
+    tp = dep.attention_tp
+    dp = dep.attention_ranks
     wb, h = DTYPE_BYTES[dep.weights], model.hidden_size
     v = la.num_value_heads * la.value_head_dim / tp
     out_params = v * h
     in_params = linear_params_per_gpu(model, dep) - out_params
     return [
-        GemmOp("linear_in_proj", la.layers, in_params * wb, 2 * in_params, h * ab + in_params / h * BF16, gd, dp,
+        GemmOp(name="linear_in_proj", count=la.layers, weight_bytes=in_params * wb, flops_per_token=2 * in_params,
+               io_bytes_per_token=h * ab + in_params / h * BF16, dtype=gd, split=dp,
                shapes=((round(in_params / h), h),)),
-        GemmOp("linear_out_proj", la.layers, out_params * wb, 2 * out_params, v * ab + h * BF16, gd, dp,
-               shapes=((h, round(v)),)),
+        GemmOp(name="linear_out_proj", count=la.layers, weight_bytes=out_params * wb, flops_per_token=2 * out_params,
+               io_bytes_per_token=v * ab + h * BF16, dtype=gd, split=dp, shapes=((h, round(v)),)),
     ]
 
 
 def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> list[GemmOp]:
-    tp = 1 if dep.attention_dp else dep.tp
-    dp = dep.tp if dep.attention_dp else 1
+    tp = dep.attention_tp
+    dp = dep.attention_ranks
     wb = DTYPE_BYTES[dep.weights]
     h, n, L = model.hidden_size, model.num_attention_heads, model.num_softmax_layers
     nq = ceil_div(n, tp)
@@ -246,8 +247,10 @@ def _attention_ops(model: ModelSpec, dep: Deployment, gd: Dtype, ab: float) -> l
                      (nq * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank))
     in_params = attention_params_per_gpu(model, dep) - o_params
     return [
-        GemmOp("qkv_proj", L, in_params * wb, 2 * in_params, h * ab + qkv_out * BF16, gd, dp, shapes=in_shapes),
-        GemmOp("o_proj", L, o_params * wb, 2 * o_params, o_in * ab + h * BF16, gd, dp, shapes=((h, o_in),)),
+        GemmOp(name="qkv_proj", count=L, weight_bytes=in_params * wb, flops_per_token=2 * in_params,
+               io_bytes_per_token=h * ab + qkv_out * BF16, dtype=gd, split=dp, shapes=in_shapes),
+        GemmOp(name="o_proj", count=L, weight_bytes=o_params * wb, flops_per_token=2 * o_params,
+               io_bytes_per_token=o_in * ab + h * BF16, dtype=gd, split=dp, shapes=((h, o_in),)),
     ]
 
 
@@ -257,18 +260,20 @@ def _ffn(name: str, count: int, model: ModelSpec, width_gpu: float, wb: float, a
     params = 3 * h * width_gpu
     io = h * (ab + BF16) + 2 * width_gpu * ab
     w = round(width_gpu)
-    return GemmOp(name, count, params * wb, 2 * params, io, gd, 1, kernels=2, shapes=((2 * w, h), (h, w)))
+    return GemmOp(name=name, count=count, weight_bytes=params * wb, flops_per_token=2 * params, io_bytes_per_token=io,
+                  dtype=gd, kernels=2, shapes=((2 * w, h), (h, w)))
 
 
 def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> ModelOps:
     """The per-GPU ops of `model` under `dep` (see the module docstring for the conventions)."""
     tp, ep, pp = dep.tp, dep.ep, dep.pp
-    dp = tp if dep.attention_dp else 1
+    dp = dep.attention_ranks
     wb, ab, kvb = DTYPE_BYTES[dep.weights], DTYPE_BYTES[dep.activations], DTYPE_BYTES[dep.kv_cache]
     gd = wider(dep.weights, dep.activations)
     h, L, V = model.hidden_size, model.num_layers, model.vocab_size
 
-    ops: list[GemmOp | MoEOp] = [GemmOp("embedding", 1, 0.0, 0.0, 2 * h * BF16, "bf16")]
+    ops: list[GemmOp | MoEOp] = [GemmOp(name="embedding", count=1, weight_bytes=0.0, flops_per_token=0.0,
+                                        io_bytes_per_token=2 * h * BF16, dtype="bf16")]
     ops += _attention_ops(model, dep, gd, ab)
     ops += _linear_attention_ops(model, dep, gd, ab)
     dense_layers, moe_layers = model.num_dense_layers, model.num_moe_layers
@@ -277,15 +282,16 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
     moe = model.moe
     if moe is not None and moe_layers:
         e = moe.num_experts
-        ops.append(GemmOp("router", moe_layers, h * e * BF16, 2 * h * e, h * BF16 + e * 4, "bf16", dp,
-                          shapes=((e, h),)))
+        ops.append(GemmOp(name="router", count=moe_layers, weight_bytes=h * e * BF16, flops_per_token=2 * h * e,
+                          io_bytes_per_token=h * BF16 + e * 4, dtype="bf16", split=dp, shapes=((e, h),)))
         ie_gpu = moe.expert_intermediate_size * ep / tp
         moe_act = wider(dep.activations, moe.min_activations or dep.activations)
         moe_gd, moe_ab = wider(dep.weights, moe_act), DTYPE_BYTES[moe_act]
         ops.append(MoEOp(
-            "moe_experts", moe_layers, e, moe.top_k, e / ep,
-            model.expert_params * wb * ep / tp, 2 * model.expert_params / tp,
-            h * (moe_ab + BF16) + 2 * ie_gpu * moe_ab, ep, moe_imbalance, moe_gd, ie_gpu,
+            name="moe_experts", count=moe_layers, num_experts=e, top_k=moe.top_k, experts_local=e / ep,
+            expert_bytes=model.expert_params * wb * ep / tp, flops_per_assignment=2 * model.expert_params / tp,
+            io_bytes_per_assignment=h * (moe_ab + BF16) + 2 * ie_gpu * moe_ab, ep=ep, imbalance=moe_imbalance,
+            dtype=moe_gd, inter_local=ie_gpu,
         ))
         if moe.shared_experts:
             width = moe.shared_experts * moe.expert_intermediate_size / tp
@@ -293,28 +299,33 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
 
     comm: list[CommOp] = []
     if tp > 1 and not dep.attention_dp:
-        comm.append(CommOp("tp_allreduce", "allreduce", 2 * L, tp, h * BF16))
+        comm.append(CommOp(name="tp_allreduce", kind="allreduce", count=2 * L, group=tp, bytes_per_token=h * BF16))
     elif tp > 1:
         # Attention DP: dense FFNs gather all tokens and scatter the results (all-gather + reduce-scatter,
         # the volume of one all-reduce); MoE layers dispatch and combine with all-to-all when ep == tp.
         if dense_layers:
-            comm.append(CommOp("dp_gather_scatter", "allreduce", dense_layers, tp, h * BF16))
+            comm.append(CommOp(name="dp_gather_scatter", kind="allreduce", count=dense_layers, group=tp,
+                               bytes_per_token=h * BF16))
         if moe_layers and ep == tp:
             k = moe.top_k if moe else 1
-            comm.append(CommOp("ep_dispatch", "alltoall", moe_layers, ep, h * ab, tp, k))
-            comm.append(CommOp("ep_combine", "alltoall", moe_layers, ep, h * BF16, tp, k))
+            comm.append(CommOp(name="ep_dispatch", kind="alltoall", count=moe_layers, group=ep, bytes_per_token=h * ab,
+                               split=tp, top_k=k))
+            comm.append(CommOp(name="ep_combine", kind="alltoall", count=moe_layers, group=ep,
+                               bytes_per_token=h * BF16, split=tp, top_k=k))
         elif moe_layers:
-            comm.append(CommOp("moe_gather_scatter", "allreduce", moe_layers, tp, h * BF16))
+            comm.append(CommOp(name="moe_gather_scatter", kind="allreduce", count=moe_layers, group=tp,
+                               bytes_per_token=h * BF16))
     if pp > 1:
-        comm.append(CommOp("pp_send_recv", "p2p", pp - 1, 2, h * BF16))
+        comm.append(CommOp(name="pp_send_recv", kind="p2p", count=pp - 1, group=2, bytes_per_token=h * BF16))
 
-    lm_head = GemmOp("lm_head", 1, V * h / tp * BF16, 2 * h * V / tp, h * BF16 + V / tp * 4, "bf16",
-                     shapes=((ceil_div(V, tp), h),))
-    return ModelOps(tuple(ops), tuple(comm), lm_head, _attention(model, dep, kvb))
+    lm_head = GemmOp(name="lm_head", count=1, weight_bytes=V * h / tp * BF16, flops_per_token=2 * h * V / tp,
+                     io_bytes_per_token=h * BF16 + V / tp * 4, dtype="bf16", shapes=((ceil_div(V, tp), h),))
+    return ModelOps(token_ops=tuple(ops), comm_ops=tuple(comm), lm_head=lm_head,
+                    attention=_attention(model, dep, kvb))
 
 
 def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
-    tp = 1 if dep.attention_dp else dep.tp
+    tp = dep.attention_tp
     n = model.num_attention_heads
     nq = ceil_div(n, tp)
     if model.mla is None:
@@ -338,7 +349,7 @@ def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
         decode_flops_per_kv=dec_flops,
         decode_bytes_per_kv=dec_bytes,
         dtype=adt,
-        dp=dep.tp if dep.attention_dp else 1,
+        dp=dep.attention_ranks,
         **_linear_attention(model, tp),
     )
 
@@ -358,13 +369,8 @@ def _linear_attention(model: ModelSpec, tp: int) -> dict[str, float]:
             "linear_state_bytes": 2 * la.state_bytes_per_layer * share}
 
 
-def expected_distinct_experts(tokens: float, top_k: int, num_experts: int) -> float:
-    """E · (1 − (1 − k/E)^T): distinct experts hit by T tokens each routed to k of E (docs/design.md: Formulas)."""
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
-
-
 __all__ = [
     "DTYPE_BYTES", "NVFP4_BYTES", "AttentionOp", "CommOp", "GemmOp", "MoEOp", "ModelOps",
-    "attention_params_per_gpu", "build_ops", "expected_distinct_experts", "linear_params_per_gpu",
+    "attention_params_per_gpu", "build_ops", "linear_params_per_gpu",
     "mixer_params_per_gpu", "wider",
 ]

@@ -1,6 +1,8 @@
 """Batch step → seconds: the interface between the serving engine and the cost model.
 
-The time of one step of one instance is
+The step model decides what a step computes; each kernel's time comes from its `KernelTimer` (timer.py:
+the roofline by default, measured tables with `table_step.TableTimer`). With the roofline timer the time
+of one step of one instance is
 
     step_overhead + layers · layer_overhead + Σ_ops roofline(op, T) + Σ collectives(T) + lm_head(R) + attention(batch)
 
@@ -36,11 +38,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
-from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops, ceil_div
-from gpusim.perf.roofline import gemm_efficiency, op_time
+from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops
+from gpusim.perf.timer import KernelTimer, OpTime, RooflineTimer, TimingContext
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -89,71 +89,43 @@ def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> 
     return 1 + (base - 1) / (1 + dep.redundant_experts * dep.ep / model.moe.num_experts)
 
 
-class _Link(NamedTuple):
-    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, and (for an
-    all-reduce inside the NVLink domain) its small-message rate and the size where the two rates meet."""
-
-    bw: float
-    alpha: float
-    sharp: bool
-    small_bw: float | None = None
-    knee_bytes: float = 0.0
-
-
 class StepCostModel:
-    """Seconds per step of one instance of `model` deployed as `deployment` on `hardware`."""
+    """Seconds per step of one instance of `model` deployed as `deployment` on `hardware`, each kernel timed
+    by `timer` (a `KernelTimer` factory; default the roofline, `timer.RooflineTimer`)."""
 
     def __init__(
         self, hardware: Hardware, model: ModelSpec, deployment: Deployment,
-        software: SoftwareProfile | None = None,
+        software: SoftwareProfile | None = None, timer: Callable[[TimingContext], KernelTimer] = RooflineTimer,
     ) -> None:
         sw = software if software is not None else load_software(deployment.software)
         sw = sw.for_architecture(hardware.gpu.architecture)
         self.hardware, self.model, self.deployment, self.software = hardware, model, deployment, sw
         self.imbalance = expert_imbalance(model, deployment, sw)
         self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
-        self._bw = hardware.hbm_bandwidth * sw.hbm_bandwidth_fraction.value
-        self._gemm_bw = {d: hardware.hbm_bandwidth * sw.gemm_bandwidth_fraction(d) for d in ("bf16", "fp8", "fp4")}
-        self._launch = sw.kernel_launch_us.value * 1e-6
-        self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
-        self._moe_launch = {d: sw.moe_kernel_s(d) for d in ("bf16", "fp8", "fp4")}
-        self._coll_launch = sw.value("collective_kernel_us") * 1e-6
+        self.timer: KernelTimer = timer(TimingContext(hardware, model, deployment, sw, self.ops, self.imbalance))
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
-        self._m_half = sw.gemm_m_half.value
         self._cache: dict[int, float] = {}
         """Seconds of the ops that see every token of the step, per token count T."""
         self._rank_cache: dict[int, float] = {}
         """Seconds of the ops split over attention-DP ranks, per token count of the busiest rank."""
+        self._lm_cache: dict[int, OpTime] = {}
+        """The LM head's time per sampled rows."""
 
-        # LM head, closed form in rows R: compute = f·R / (P·eff(R)) = f·(R + m_half) / (P·eff_max).
-        lm = self.ops.lm_head
-        p_lm = hardware.peak_flops(lm.dtype) * sw.gemm_efficiency(lm.dtype)
-        self._lm_c0 = lm.flops_per_token * self._m_half / p_lm
-        self._lm_c1 = lm.flops_per_token / p_lm
-        self._lm_m0 = lm.weight_bytes / self._gemm_bw[lm.dtype]
-        self._lm_m1 = lm.io_bytes_per_token / self._gemm_bw[lm.dtype]
-        self._lm_launch = lm.kernels * self._gemm_launch
-
-        # Attention: seconds per pair / per KV token, summed over the layers.
         a = self.ops.attention
-        p_attn = hardware.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
-        bw_attn = hardware.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
-        self._pair_s = a.prefill_flops_per_pair / p_attn
-        self._keys_half = sw.value("attention_prefill_keys_half")
-        t_dec_c = a.decode_flops_per_kv / (hardware.peak_flops(a.dtype) * sw.value("attention_decode_flops_fraction"))
-        t_dec_m = a.decode_bytes_per_kv / bw_attn
         self._full_layers = a.full_layers
         self._sliding_layers = a.sliding_layers
         self._window = a.window
         self._dp = a.dp
-        mixers = a.full_layers + a.sliding_layers + a.linear_layers
-        self._attn_launch = mixers * sw.value("attention_kernel_us") * 1e-6
-        self._prefill_attn_launch = mixers * sw.value("attention_prefill_kernel_us") * 1e-6
-        self._linear_token_s = a.linear_layers * a.linear_flops_per_token / p_attn
-        self._state_s = a.linear_layers * a.linear_state_bytes / bw_attn
+        fixed = self.timer.attention_fixed()
+        self._attn_launch = fixed.decode_launch
+        self._prefill_attn_launch = fixed.prefill_launch
+        self._linear_token_s = fixed.linear_token_s
+        self._state_s = fixed.linear_seq_s
+        self._decode_bound = fixed.decode_bound
+        self._pair_rate = self.timer.prefill_attention
+        self._kv_rate = self.timer.decode_attention
 
-        self._links = {c.name: self._link(c) for c in self.ops.comm_ops}
         token_ops = (*self.ops.token_ops, *self.ops.comm_ops)
         self._shared_ops = tuple(op for op in token_ops if op.split == 1)
         self._split_ops = tuple(op for op in token_ops if op.split > 1)
@@ -161,47 +133,7 @@ class StepCostModel:
         # MTP: each decode sequence verifies 1 + depth tokens; the draft module runs `depth` times.
         self._depth = deployment.mtp.depth if deployment.mtp else 0
         self._verify = 1 + self._depth
-        self._kv_s = max(t_dec_c * self._verify, t_dec_m)
-        self._decode_bound = "compute" if t_dec_c * self._verify > t_dec_m else "memory"
         self._layers = model.num_layers
-        self._pair_table: Callable[[BatchShape], float] | None = None
-        self._kv_table: Callable[[int, float], float] | None = None
-        """Measured-table timing (`TableStepCostModel`): seconds per causal pair and layer of a prefill
-        batch, and per KV token and layer for (decode sequences of the busiest rank, their mean context),
-        in place of the constants."""
-
-    # ---- collectives ----------------------------------------------------------------------
-    def _link(self, c: CommOp) -> _Link:
-        """The link the collective crosses, with the achievable rates of its kind."""
-        hw, sw, dep = self.hardware, self.software, self.deployment
-        group = dep.tp * dep.pp if c.kind == "p2p" else c.group
-        eff = sw.alltoall_efficiency.value if c.kind == "alltoall" else sw.allreduce_busbw_fraction.value
-        if group <= hw.domain_gpus:
-            alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
-                c.kind, sw.nvlink_hop_latency_us.value)
-            bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
-            if c.kind != "allreduce":
-                return _Link(bw, alpha * 1e-6, hw.nvlink.sharp)
-            small_bw = hw.nvlink_bandwidth * sw.value("allreduce_small_busbw_fraction")
-            return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, small_bw, sw.value("allreduce_knee_mb") * 1e6)
-        f = hw.scaleout
-        alpha = f.latency_us.value + (f.switch_latency_us.value if f.switch_latency_us else 0.0)
-        if c.kind == "alltoall":
-            alpha = sw.alltoall_scaleout_hop_latency_us.value
-        bw = hw.scaleout_bandwidth * (1.0 if c.kind == "p2p" else eff)
-        return _Link(bw, alpha * 1e-6, f.sharp)
-
-    def _comm_time(self, c: CommOp, t: int) -> float:
-        link = self._links[c.name]
-        if c.kind == "allreduce":
-            one = allreduce_time(t * c.bytes_per_token, c.group, link.bw, link.alpha, link.sharp, link.small_bw,
-                                 link.knee_bytes)
-        elif c.kind == "alltoall":
-            one = alltoall_time(ceil_div(t, c.split), c.top_k, 1, c.bytes_per_token, c.group, link.bw, link.alpha,
-                                self.imbalance)
-        else:
-            one = p2p_time(t * c.bytes_per_token, link.bw, link.alpha)
-        return c.count * one
 
     # ---- the T-dependent part ---------------------------------------------------------------
     @staticmethod
@@ -212,17 +144,14 @@ class StepCostModel:
 
     def _op_item(self, op: GemmOp | MoEOp | CommOp, n: int) -> tuple[str, float, str, float]:
         """(name, seconds without launches, bound, launch seconds) of `op` evaluated at a step of `n` tokens."""
+        timer = self.timer
         if isinstance(op, CommOp):
-            fixed = op.count * self._coll_launch if op.kind != "alltoall" else 0.0
-            return op.name, self._comm_time(op, n), "communication", fixed
-        moe = isinstance(op, MoEOp)
-        eff_max = self.software.gemm_efficiency(op.dtype, op.inter_local if moe else None)
-        eff_c = gemm_efficiency(op.gemm_m(n), eff_max, self._m_half) or 1.0
-        peak = self.hardware.peak_flops(op.dtype)
-        bw = self._bw if moe or not op.flops_per_token else self._gemm_bw[op.dtype]
-        sec, bound = op_time(op.flops(n), op.bytes(n), peak, bw, eff_c, 1.0)
-        fixed = self._moe_launch[op.dtype] if moe else self._gemm_launch if op.flops_per_token else self._launch
-        return op.name, op.count * sec, bound, op.count * op.kernels * fixed
+            timed = {"allreduce": timer.allreduce, "alltoall": timer.alltoall, "p2p": timer.p2p}[op.kind](op, n)
+        elif isinstance(op, MoEOp):
+            timed = timer.moe(op, n)
+        else:
+            timed = timer.gemm(op, n)
+        return op.name, timed.seconds, timed.bound, timed.launch
 
     def _token_items(self, t: int, rank_t: int | None = None) -> list[tuple[str, float, str, float]]:
         """`_op_item` of every T-dependent op in a step of `t` tokens whose busiest attention-DP rank holds
@@ -264,7 +193,8 @@ class StepCostModel:
         s = self._tokens_time(t, self._rank_tokens(b, t)) + self._step_overhead
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
-            s += self._lm_head(r)[0] + self._lm_launch
+            lm = self._lm_head(r)
+            s += lm.seconds + lm.launch
         if b.prefill_attn_pairs:
             s += self._prefill_attention(b) + self._prefill_attn_launch
         if b.decode_seqs:
@@ -279,26 +209,25 @@ class StepCostModel:
         """Host work of a step: host_seq_us per sequence of the busiest attention-DP rank (one host each)."""
         return self._host_seq * self._busiest(seqs, seqs) if seqs else 0.0
 
-    def _lm_head(self, rows: int) -> tuple[float, str]:
-        """LM head over `rows` sampled rows: (seconds without launch, bound)."""
-        c = self._lm_c0 + rows * self._lm_c1
-        m = self._lm_m0 + rows * self._lm_m1
-        return (c, "compute") if c > m else (m, "memory")
+    def _lm_head(self, rows: int) -> OpTime:
+        """The LM head over `rows` sampled rows (cached per rows)."""
+        timed = self._lm_cache.get(rows)
+        if timed is None:
+            timed = self._lm_cache[rows] = self.timer.lm_head(rows)
+        return timed
 
     def _draft(self, seqs: int) -> float:
         """MTP drafting: `depth` sequential passes of one layer and the LM head over the decode rows."""
         layer = self._tokens_time(seqs, -(-seqs // self._dp)) / self._layers
-        return self._depth * (layer + self._lm_head(seqs)[0] + self._lm_launch)
+        lm = self._lm_head(seqs)
+        return self._depth * (layer + lm.seconds + lm.launch)
 
     def _prefill_attention(self, b: BatchShape) -> float:
         """Σ layers · causal pairs · seconds per pair, slower for short keys per query (the length curve of
         `attention_prefill_keys_half`); sliding layers cap pairs at tokens · window; linear-attention layers
         are linear in the prompt tokens."""
         pairs = self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1)
-        if self._pair_table is not None:
-            pair_s = self._pair_table(b)
-        else:  # eff(L) = fraction · L / (L + keys_half), L = keys per query = pairs / tokens
-            pair_s = self._pair_s * (1.0 + self._keys_half * b.prefill_tokens / b.prefill_attn_pairs)
+        pair_s = self._pair_rate(b.prefill_seqs or 1, b.prefill_tokens, b.prefill_attn_pairs)
         linear = 0.0
         if self._linear_token_s:
             linear = self._linear_token_s * self._busiest(b.prefill_tokens, b.prefill_seqs or 1)
@@ -310,12 +239,10 @@ class StepCostModel:
         With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
         if self._dp > 1 and b.attn_rank_seqs:
             kv = self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1)
-            kv_s = self._kv_s if self._kv_table is None else self._kv_table(
-                b.attn_rank_seqs, b.attn_rank_context / b.attn_rank_seqs)
+            kv_s = self._kv_rate(b.attn_rank_seqs, b.attn_rank_context / b.attn_rank_seqs)
             return kv * kv_s + b.attn_rank_seqs * self._state_s
         kv = self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs)
-        kv_s = self._kv_s if self._kv_table is None else self._kv_table(
-            -(-b.decode_seqs // self._dp), b.decode_context / b.decode_seqs)
+        kv_s = self._kv_rate(-(-b.decode_seqs // self._dp), b.decode_context / b.decode_seqs)
         return kv * kv_s + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
 
     def _busiest(self, work: float, seqs: int) -> float:
@@ -343,7 +270,7 @@ class StepCostModel:
         items = self._token_items(t, self._rank_tokens(b, t))
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
-            items.append(("lm_head", *self._lm_head(r), self._lm_launch))
+            items.append(("lm_head", *self._lm_head(r)))
         if b.prefill_attn_pairs:
             items.append(("attention_prefill", self._prefill_attention(b), "compute", self._prefill_attn_launch))
         if b.decode_seqs:

@@ -1,7 +1,8 @@
 """The `table` timing backend: kernel times looked up in NVIDIA's measured tables at run time.
 
-`TableStepCostModel` is `StepCostModel` with each kernel the tables measured timed by interpolating them
-(`kernel_tables.LogGrid`) instead of by the roofline with the profile's efficiencies:
+`TableTimer` is a `KernelTimer` (timer.py) that times each kernel the tables measured by interpolating them
+(`kernel_tables.LogGrid`) and every other one by the `RooflineTimer` it holds; `table_step_model` composes it
+into a `StepCostModel`:
 
 - dense GEMMs (attention projections, FFNs, shared experts, router, LM head) by (m, n, k, precision);
 - routed experts by the step's tokens, for the model's exact expert shape and TP/EP split (the busiest
@@ -24,10 +25,12 @@ measured corner surrounds falls back to the roofline for that call.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from gpusim.perf.kernel_tables import KernelTables, LogGrid
 from gpusim.perf.ops import CommOp, GemmOp, MoEOp, ceil_div
-from gpusim.perf.step import BatchShape, StepCostModel
+from gpusim.perf.step import StepCostModel
+from gpusim.perf.timer import AttentionFixed, OpTime, RooflineTimer, TimingContext
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -40,19 +43,25 @@ _BINS = 16
 linearly between them (continuous in the length, so a decode span's step times stay smooth)."""
 
 
-class TableStepCostModel(StepCostModel):
-    """Seconds per step with measured kernel times where `tables` hold the kernel (module docstring)."""
+def table_step_model(hardware: Hardware, model: ModelSpec, deployment: Deployment, tables: KernelTables,
+                     software: SoftwareProfile | None = None) -> StepCostModel:
+    """The step cost model timed by `tables` (with the profile's `table_timing` overheads)."""
+    sw = software if software is not None else load_software(deployment.software)
+    return StepCostModel(hardware, model, deployment, sw.for_timing("table"), timer=partial(TableTimer, tables=tables))
 
-    def __init__(self, hardware: Hardware, model: ModelSpec, deployment: Deployment, tables: KernelTables,
-                 software: SoftwareProfile | None = None) -> None:
-        sw = software if software is not None else load_software(deployment.software)
-        super().__init__(hardware, model, deployment, sw.for_timing("table"))
-        self.tables = tables
-        self._gemm = {op.name: tables.gemm(op.dtype) for op in (*self.ops.token_ops, self.ops.lm_head)
+
+class TableTimer:
+    """Measured kernel times where `tables` hold the kernel, the roofline's elsewhere (module docstring)."""
+
+    def __init__(self, ctx: TimingContext, tables: KernelTables) -> None:
+        self.ctx, self.tables = ctx, tables
+        self.roofline = RooflineTimer(ctx)
+        ops = ctx.ops
+        self._gemm = {op.name: tables.gemm(op.dtype) for op in (*ops.token_ops, ops.lm_head)
                       if isinstance(op, GemmOp) and op.shapes}
-        self._moe = {op.name: self._moe_grid(op) for op in self.ops.token_ops if isinstance(op, MoEOp)}
-        self._allreduce = {c.name: tables.allreduce(c.group) for c in self.ops.comm_ops
-                           if c.kind == "allreduce" and c.group <= hardware.domain_gpus}
+        self._moe = {op.name: self._moe_grid(op) for op in ops.token_ops if isinstance(op, MoEOp)}
+        self._allreduce = {c.name: tables.allreduce(c.group) for c in ops.comm_ops
+                           if c.kind == "allreduce" and c.group <= ctx.hardware.domain_gpus}
         self._context, self._generation = self._attention_grids()
         self.sources = {name: "table" if grid is not None else "roofline"
                         for name, grid in (*self._gemm.items(), *self._moe.items(), *self._allreduce.items(),
@@ -60,100 +69,116 @@ class TableStepCostModel(StepCostModel):
                                            ("attention_decode", self._generation))}
         """Per op: `table` (measured times) or `roofline` (no table holds that kernel)."""
         self._lookups: dict[tuple, float] = {}
-        self._lm_rows: dict[int, tuple[float, str]] = {}
-        if self._context is not None:
-            self._pair_table = self._pair_seconds
-        if self._generation is not None:
-            self._kv_table = self._kv_seconds
+        self._heads = ceil_div(ctx.model.num_attention_heads, ctx.deployment.attention_tp)
+        """Query heads on one GPU."""
+        self._dp = ops.attention.dp
+        self._verify = 1 + (ctx.deployment.mtp.depth if ctx.deployment.mtp else 0)
+        self._pair_fallback = self.roofline.saturated_pair_s
+        self._kv_fallback = self.roofline.decode_attention(1, 1.0)
         # a measured kernel time holds its fixed cost: only linear-attention layers (no table) keep theirs
-        linear = self.ops.attention.linear_layers
-        if self._context is not None:
-            self._prefill_attn_launch = linear * self.software.value("attention_prefill_kernel_us") * 1e-6
-        if self._generation is not None:
-            self._attn_launch = linear * self.software.value("attention_kernel_us") * 1e-6
-        self._lm_roofline_launch = self._lm_launch
-        if self._gemm.get("lm_head") is not None:
-            self._lm_launch = 0.0
+        rf, linear, sw = self.roofline.attention_fixed(), ops.attention.linear_layers, ctx.software
+        self._fixed = AttentionFixed(
+            prefill_launch=rf.prefill_launch if self._context is None
+            else linear * sw.value("attention_prefill_kernel_us") * 1e-6,
+            decode_launch=rf.decode_launch if self._generation is None
+            else linear * sw.value("attention_kernel_us") * 1e-6,
+            linear_token_s=rf.linear_token_s, linear_seq_s=rf.linear_seq_s, decode_bound=rf.decode_bound)
 
     # ---- which tables ---------------------------------------------------------------------------------
     def _moe_grid(self, op: MoEOp) -> LogGrid | None:
-        moe, dep = self.model.moe, self.deployment
+        model, dep = self.ctx.model, self.ctx.deployment
+        moe = model.moe
         assert moe is not None
-        return self.tables.moe(dep.weights, op.dtype, self.model.hidden_size, moe.expert_intermediate_size,
+        return self.tables.moe(dep.weights, op.dtype, model.hidden_size, moe.expert_intermediate_size,
                                moe.top_k, moe.num_experts, dep.tp // dep.ep, dep.ep)
 
     def _attention_grids(self) -> tuple[LogGrid | None, LogGrid | None]:
-        model, dep, a = self.model, self.deployment, self.ops.attention
+        model, dep, a = self.ctx.model, self.ctx.deployment, self.ctx.ops.attention
         if model.mla is not None:
             m = model.mla
             if (m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim, m.kv_lora_rank) != MLA_SHAPE:
                 return None, None
             return self.tables.mla("context", dep.kv_cache), self.tables.mla("generation", dep.kv_cache)
-        kv_heads = ceil_div(model.num_kv_heads, 1 if dep.attention_dp else dep.tp)
+        kv_heads = ceil_div(model.num_kv_heads, dep.attention_tp)
         return tuple(self.tables.attention(phase, kv_heads, model.head_dim, a.dtype, dep.kv_cache)
                      for phase in ("context", "generation"))
 
-    @property
-    def _heads(self) -> int:
-        """Query heads on one GPU."""
-        return ceil_div(self.model.num_attention_heads, 1 if self.deployment.attention_dp else self.deployment.tp)
+    # ---- GEMMs and collectives ----------------------------------------------------------------------------
+    @staticmethod
+    def _measured(roofline: OpTime, measured: float) -> OpTime:
+        """The measured time (its kernels' fixed cost included), else the roofline's."""
+        return roofline if math.isnan(measured) else OpTime(measured, roofline.bound, 0.0)
 
-    # ---- the lookups ------------------------------------------------------------------------------------
-    def _op_item(self, op: GemmOp | MoEOp | CommOp, n: int) -> tuple[str, float, str, float]:
-        name, sec, bound, launch = super()._op_item(op, n)
-        measured = self._measured(op, n)
-        return (name, sec, bound, launch) if math.isnan(measured) else (name, measured, bound, 0.0)
+    def gemm(self, op: GemmOp, t: int) -> OpTime:
+        timed = self.roofline.gemm(op, t)
+        if self._gemm.get(op.name) is None:
+            return timed
+        return self._measured(timed, op.count * self._gemm_seconds(op, op.tokens(t)))
 
-    def _measured(self, op: GemmOp | MoEOp | CommOp, t: int) -> float:
-        """Seconds of `op` in a step of `t` tokens from its table; NaN without one."""
-        if isinstance(op, GemmOp) and self._gemm.get(op.name) is not None:
-            return op.count * self._gemm_seconds(op, op.tokens(t))
-        if isinstance(op, MoEOp) and self._moe.get(op.name) is not None:
-            return op.count * self._moe[op.name](t * (op.imbalance if op.ep > 1 else 1.0))
-        if isinstance(op, CommOp) and self._allreduce.get(op.name) is not None:
-            return op.count * self._allreduce[op.name](ceil_div(t, op.split) * op.bytes_per_token / 2)
-        return math.nan
+    def moe(self, op: MoEOp, t: int) -> OpTime:
+        timed = self.roofline.moe(op, t)
+        grid = self._moe.get(op.name)
+        if grid is None:
+            return timed
+        return self._measured(timed, op.count * grid(t * (op.imbalance if op.ep > 1 else 1.0)))
+
+    def allreduce(self, op: CommOp, t: int) -> OpTime:
+        timed = self.roofline.allreduce(op, t)
+        grid = self._allreduce.get(op.name)
+        if grid is None:
+            return timed
+        return self._measured(timed, op.count * grid(ceil_div(t, op.split) * op.bytes_per_token / 2))
+
+    def alltoall(self, op: CommOp, t: int) -> OpTime:
+        return self.roofline.alltoall(op, t)
+
+    def p2p(self, op: CommOp, t: int) -> OpTime:
+        return self.roofline.p2p(op, t)
 
     def _gemm_seconds(self, op: GemmOp, m: int) -> float:
         grid = self._gemm[op.name]
         assert grid is not None
         return sum(grid(m, n, k) for n, k in op.shapes)
 
-    def _lm_head(self, rows: int) -> tuple[float, str]:
-        cached = self._lm_rows.get(rows)
-        if cached is None:
-            sec, bound = super()._lm_head(rows)
-            cached = (sec, bound)  # without a table the step adds the roofline's launch time
-            if self._gemm.get("lm_head") is not None:
-                measured = self._gemm_seconds(self.ops.lm_head, rows)
-                cached = (sec + self._lm_roofline_launch, bound) if math.isnan(measured) else (measured, bound)
-            self._lm_rows[rows] = cached
-        return cached
+    def lm_head(self, rows: int) -> OpTime:
+        timed = self.roofline.lm_head(rows)
+        if self._gemm.get("lm_head") is None:
+            return timed
+        measured = self._gemm_seconds(self.ctx.ops.lm_head, rows)
+        if math.isnan(measured):  # the roofline's, its launch time folded in
+            return OpTime(timed.seconds + timed.launch, timed.bound, 0.0)
+        return OpTime(measured, timed.bound, 0.0)
 
-    def _pair_seconds(self, b: BatchShape) -> float:
+    # ---- attention --------------------------------------------------------------------------------------
+    def attention_fixed(self) -> AttentionFixed:
+        return self._fixed
+
+    def prefill_attention(self, seqs: int, tokens: int, pairs: float) -> float:
         """Per causal pair and layer: the table's time for the busiest rank's sequences at the prompt length
         whose causal pairs equal theirs, over those pairs."""
-        seqs = ceil_div(b.prefill_seqs or 1, self._dp)
-        s = max(math.sqrt(2 * b.prefill_attn_pairs / (b.prefill_seqs or 1)), 1.0)
-        return self._lookup("prefill", seqs, s, self._context, self._pair_s)
+        if self._context is None:
+            return self.roofline.prefill_attention(seqs, tokens, pairs)
+        s = max(math.sqrt(2 * pairs / seqs), 1.0)
+        return self._lookup("prefill", ceil_div(seqs, self._dp), s, self._context, self._pair_fallback)
 
-    def _kv_seconds(self, seqs: int, context: float) -> float:
+    def decode_attention(self, seqs: int, context: float) -> float:
         """Per KV token and layer: the table's time for `seqs` sequences (each verifying 1 + MTP depth
         queries) at mean `context`, over their KV tokens."""
-        return self._lookup("decode", seqs * self._verify, max(context, 1.0), self._generation, self._kv_s)
+        if self._generation is None:
+            return self._kv_fallback
+        return self._lookup("decode", seqs * self._verify, max(context, 1.0), self._generation, self._kv_fallback)
 
-    def _lookup(self, phase: str, seqs: int, length: float, grid: LogGrid | None, fallback: float) -> float:
+    def _lookup(self, phase: str, seqs: int, length: float, grid: LogGrid, fallback: float) -> float:
         """Seconds per unit of work (`work(seqs, length)`) from `grid`, between its 1/16-octave points."""
         x = _BINS * math.log2(length)
         i = math.floor(x)
         lo, hi = (self._rate(phase, seqs, j, grid, fallback) for j in (i, i + 1))
         return lo + (hi - lo) * (x - i)
 
-    def _rate(self, phase: str, seqs: int, point: int, grid: LogGrid | None, fallback: float) -> float:
+    def _rate(self, phase: str, seqs: int, point: int, grid: LogGrid, fallback: float) -> float:
         key = (phase, seqs, point)
         value = self._lookups.get(key)
         if value is None:
-            assert grid is not None
             length = 2 ** (point / _BINS)
             measured = grid(seqs, length, self._heads)
             work = seqs * length * (length + 1) / 2 if phase == "prefill" else seqs * length
@@ -162,4 +187,4 @@ class TableStepCostModel(StepCostModel):
         return value
 
 
-__all__ = ["TableStepCostModel"]
+__all__ = ["TableTimer", "table_step_model"]

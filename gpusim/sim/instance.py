@@ -76,7 +76,7 @@ class Instance:
         self.rate = deployment.mtp.expected_tokens_per_step if deployment.mtp and role != "prefill" else 1.0
         self.kv = KVCache(kv_capacity_tokens, deployment.kv_block_tokens)
         self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS) if deployment.prefix_cache else None
-        dp = deployment.tp if deployment.attention_dp and deployment.tp > 1 else 1
+        dp = deployment.attention_ranks
         self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
         recv = deployment.scheduler_recv_interval
         self.poller = RequestPoller(recv) if recv > 1 else None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from gpusim.specs.hardware import Dtype
 
@@ -41,6 +42,11 @@ class Parallelism(BaseModel):
     @property
     def gpus_per_instance(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def attention_tp(self) -> int:
+        """GPUs sharing one sequence's attention (heads split this many ways): one under attention DP, else tp."""
+        return 1 if self.attention_dp else self.tp
 
     @property
     def attention_ranks(self) -> int:
@@ -96,13 +102,11 @@ class BatchWait(BaseModel):
     max_tokens_ratio: float = Field(ge=0, le=1)
 
 
-class Deployment(Parallelism):
-    """One serving deployment. Every field is a what-if knob; defaults follow TensorRT-LLM's.
+class Serving(BaseModel):
+    """What every pool of a deployment shares: precisions, software, serving features. Every field is a
+    what-if knob; defaults follow TensorRT-LLM's."""
 
-    Aggregated serving uses the parallelism fields of the deployment itself. Disaggregated serving
-    (`mode: disaggregated`) runs a `prefill` pool and a `decode` pool, each with its own parallelism;
-    the KV cache moves from prefill to decode instances over the fabric.
-    """
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = "custom"
     software: str = "trtllm"
@@ -125,9 +129,6 @@ class Deployment(Parallelism):
     free_gpu_memory_fraction (of the HBM weights and workspace leave) or vLLM's gpu_memory_utilization (of
     all HBM). None: the engine's default."""
     router: Literal["round_robin", "least_loaded", "kv_aware"] = "least_loaded"
-    mode: Literal["aggregated", "disaggregated"] = "aggregated"
-    prefill: Parallelism | None = None
-    decode: Parallelism | None = None
     mtp: MTP | None = None
     expert_imbalance: float | None = Field(None, ge=1)
     """Busiest expert-parallel rank's load over the mean; None takes the software profile's value."""
@@ -142,18 +143,71 @@ class Deployment(Parallelism):
     profile's front-end constants, `request_overhead_ms` per request and `host_seq_us` per sequence per
     step. Unset: the benchmark's `frontend` (how its submissions serve it)."""
 
-    @model_validator(mode="after")
-    def _roles_match_mode(self) -> Deployment:
-        disagg = self.mode == "disaggregated"
-        if disagg and (self.prefill is None or self.decode is None):
-            raise ValueError("mode disaggregated needs both prefill and decode parallelism")
-        if not disagg and (self.prefill is not None or self.decode is not None):
+
+class Deployment(Serving, Parallelism):
+    """An aggregated deployment: instances of one shape (its parallelism fields) that prefill and decode
+    alike; also what one pool of a `DisaggregatedDeployment` runs (`DisaggregatedDeployment.role`)."""
+
+    mode: Literal["aggregated"] = "aggregated"
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _known_mode(cls, mode: object) -> object:
+        if mode != "aggregated":
+            raise ValueError(f"unknown mode {mode!r}; valid: aggregated, or disaggregated with prefill and decode "
+                             "pools")
+        return mode
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pools_need_disaggregated(cls, data: object) -> object:
+        """Pools belong to a disaggregated deployment; empty ones (`prefill: null`, as deployments dumped
+        before the two types were apart wrote) are dropped."""
+        if not isinstance(data, dict) or ("prefill" not in data and "decode" not in data):
+            return data
+        if data.get("prefill") is not None or data.get("decode") is not None:
             raise ValueError("prefill/decode pools need mode: disaggregated")
-        return self
+        return {k: v for k, v in data.items() if k not in ("prefill", "decode")}
 
     def role(self, name: Literal["prefill", "decode"]) -> Deployment:
-        """This deployment as one pool sees it: the pool's parallelism, everything else shared."""
-        pool = getattr(self, name)
-        if pool is None:
-            return self
-        return self.model_copy(update={**pool.model_dump(), "mode": "aggregated", "prefill": None, "decode": None})
+        """This deployment as one pool sees it: itself."""
+        return self
+
+
+class DisaggregatedDeployment(Serving):
+    """Disaggregated serving: a `prefill` pool and a `decode` pool, each with its own parallelism; the KV
+    cache moves from prefill to decode instances over the fabric. The parallelism lives in the pools only
+    (a top-level tp, ep, … would be a third, meaningless shape)."""
+
+    mode: Literal["disaggregated"]
+    prefill: Parallelism
+    decode: Parallelism
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parallelism_in_pools(cls, data: object) -> object:
+        top = [k for k in Parallelism.model_fields if isinstance(data, dict) and k in data]
+        if top:
+            raise ValueError(f"{top[0]}: a disaggregated deployment's parallelism lives in its pools; set "
+                             f"prefill.{top[0]} and decode.{top[0]} instead")
+        return data
+
+    def role(self, name: Literal["prefill", "decode"]) -> Deployment:
+        """One pool as a deployment of its own: the pool's parallelism, everything else shared."""
+        pool: Parallelism = getattr(self, name)
+        shared = {k: getattr(self, k) for k in Serving.model_fields}
+        return Deployment(**shared, **{k: getattr(pool, k) for k in Parallelism.model_fields})
+
+
+def deployment_type(data: Mapping) -> type[Deployment] | type[DisaggregatedDeployment]:
+    """The type a deployment mapping describes, by its `mode` (aggregated when it names none)."""
+    return DisaggregatedDeployment if data.get("mode") == "disaggregated" else Deployment
+
+
+def _mode(value: object) -> str:
+    return str(value.get("mode", "aggregated") if isinstance(value, Mapping) else getattr(value, "mode", "aggregated"))
+
+
+AnyDeployment = Annotated[Annotated[Deployment, Tag("aggregated")]
+                          | Annotated[DisaggregatedDeployment, Tag("disaggregated")], Discriminator(_mode)]
+"""A deployment as a user writes it: aggregated (the default mode) or disaggregated, told apart by `mode`."""

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from gpusim.errors import InputError, unknown_name
 from gpusim.specs.catalog import is_path, resolve
 from gpusim.specs.costs import CostOverrides
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment
 from gpusim.specs.loading import read_yaml, validate
 
 Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
@@ -38,7 +38,7 @@ class RunSpec(BaseModel):
     isl: int | None = Field(None, ge=1, le=10**8)
     osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
-    deployment: str | Deployment | None = None
+    deployment: str | AnyDeployment | None = None
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0, le=1e7)

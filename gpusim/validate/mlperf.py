@@ -34,7 +34,7 @@ from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_imap
 from gpusim.specs.benchmark import load_benchmark
-from gpusim.specs.deployment import Deployment
+from gpusim.specs.deployment import AnyDeployment, deployment_type
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import load_model
@@ -68,7 +68,8 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
-def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scenario: str | None = None) -> Deployment:
+def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str,
+                    scenario: str | None = None) -> AnyDeployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
     model = load_model(load_benchmark(benchmark).model)
     dep = default_deployment(hw, model, scenario)
@@ -77,11 +78,11 @@ def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scen
     update: dict = {"software": software}
     if gpus < hw.num_gpus:
         update["instances"] = max(1, gpus // dep.gpus_per_instance)
-    return Deployment.model_validate(dep.model_copy(update=update).model_dump())
+    return type(dep).model_validate(dep.model_copy(update=update).model_dump())
 
 
 def predict_row(row: PublishedRow, software: str, duration_s: float | None = None,
-                timing: Timing = "roofline") -> tuple[float, Deployment]:
+                timing: Timing = "roofline") -> tuple[float, AnyDeployment]:
     """The searched best value of `row` in its unit (kernels timed by `timing`), and the deployment that gave it
     (the search is cached on disk, `gpusim.best`, so a repeated validation recalls it)."""
     try:
@@ -95,7 +96,7 @@ def predict_row(row: PublishedRow, software: str, duration_s: float | None = Non
     return value_in_unit(summary, row.unit, row.gpus), found.deployment
 
 
-def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, Deployment] | str:
+def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, AnyDeployment] | str:
     """`predict_row`, or the reason the row is unsupported (for the process pool)."""
     try:
         return predict_row(*args)
@@ -168,9 +169,9 @@ def _job_id(key: tuple) -> str:
     return "|".join(map(str, key))
 
 
-def _resumed(log: Path | None, duration_s: float, timing: str) -> dict[str, tuple[float, Deployment] | str]:
+def _resumed(log: Path | None, duration_s: float, timing: str) -> dict[str, tuple[float, AnyDeployment] | str]:
     """Searches an earlier run of the same settings wrote to `log` (a torn last line is ignored)."""
-    got: dict[str, tuple[float, Deployment] | str] = {}
+    got: dict[str, tuple[float, AnyDeployment] | str] = {}
     if log is None or not log.is_file():
         return got
     for line in log.read_text().splitlines():
@@ -179,7 +180,7 @@ def _resumed(log: Path | None, duration_s: float, timing: str) -> dict[str, tupl
             if e["duration_s"] != duration_s or e["timing"] != timing:
                 continue
             r = e["result"]
-            got[e["key"]] = r if isinstance(r, str) else (float(r[0]), Deployment.model_validate(r[1]))
+            got[e["key"]] = r if isinstance(r, str) else (float(r[0]), deployment_type(r[1]).model_validate(r[1]))
         except (ValueError, KeyError, TypeError, IndexError):
             continue
     return got

@@ -56,7 +56,12 @@ from gpusim.perf.capacity import decode_rate, prefill_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
 from gpusim.sim.topology import Topology
-from gpusim.specs.deployment import Deployment, Parallelism
+from gpusim.specs.deployment import (
+    AnyDeployment,
+    Deployment,
+    DisaggregatedDeployment,
+    Parallelism,
+)
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
@@ -115,7 +120,7 @@ class SiliconCase:
     hardware: str
     systems: int
     model: str
-    deployment: Deployment
+    deployment: AnyDeployment
     concurrency: int
     isl: int
     osl: int
@@ -271,7 +276,7 @@ def unstated_workers(concurrency: int, gpus_per_worker: int) -> int:
     return max(1, math.ceil(concurrency / (SEQS_PER_GPU * gpus_per_worker)))
 
 
-def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: Deployment, concurrency: int, isl: int,
+def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: DisaggregatedDeployment, concurrency: int, isl: int,
                              osl: int) -> int:
     """Prefill workers whose prefill rate covers the rate at which `dep`'s decode pool completes requests
     with `concurrency` in flight, at the client's mean lengths (data rule for rows that leave the prefill
@@ -295,7 +300,7 @@ def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: Deployment, co
 
 
 def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: int,
-                   common: dict) -> tuple[Deployment, int, list[str]]:
+                   common: dict) -> tuple[DisaggregatedDeployment, int, list[str]]:
     """(deployment, GPUs, notes) of a disaggregated row: its pools as stated; a decode worker count it
     leaves empty by `unstated_workers` (and `DEP_SEQS_PER_GPU`), a prefill count by `balanced_prefill_workers`."""
     is_moe, domain = model.moe is not None, hw.domain_gpus
@@ -317,9 +322,9 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
     decode = decode.model_copy(update={"instances": decode_workers})
     prefill_workers = _int(row, "prefill_num_workers", 0)
 
-    def deployment(workers: int) -> Deployment:
+    def deployment(workers: int) -> DisaggregatedDeployment:
         pools = {"prefill": prefill.model_copy(update={"instances": workers}), "decode": decode}
-        return Deployment(mode="disaggregated", **decode.model_dump(), **pools, **common)
+        return DisaggregatedDeployment(mode="disaggregated", **pools, **common)
 
     if not prefill_workers:
         prefill_workers = balanced_prefill_workers(hw, model, deployment(1), concurrency, int(row["isl"]),
