@@ -9,6 +9,7 @@ import pandas as pd
 
 from gpusim.deploy import check_deployment, complete, default_deployment, pool_counts, roles
 from gpusim.errors import InputError
+from gpusim.items import AnyModel, is_item, item_deployment, item_pools, load_workload_model, with_vision
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.capacity import instance_rate
@@ -23,7 +24,7 @@ from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import Timing, load_deployment
 from gpusim.specs.hardware import Hardware, load_hardware
-from gpusim.specs.model import ModelSpec, load_model
+from gpusim.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Setup:
 
     hardware: Hardware
     bench: BenchmarkSpec
-    model: ModelSpec
+    model: AnyModel
     deployment: Deployment
     pools: tuple[Pool, ...]
     timing: Timing = "roofline"
@@ -47,6 +48,13 @@ class Setup:
         isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
         return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
                    for p in self.pools)
+
+    def single_stream_qps(self, seed: int = 0) -> float:
+        """Requests per second with one request in flight: every pool in turn at a batch of one."""
+        isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
+        return 1 / sum(1 / instance_rate(p.role, p.cost, p.kv_capacity_tokens,
+                                         p.deployment.model_copy(update={"max_batch_size": 1}), isl, osl)
+                       for p in self.pools)
 
     def with_deployment(self, dep: Deployment, source: str = "deployment") -> Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
@@ -79,17 +87,23 @@ class Setup:
         return records, cluster.stats(), time.perf_counter() - started
 
 
-def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: Deployment, source: str,
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, dep: Deployment, source: str,
                timing: Timing = "roofline") -> Setup:
     """Check `dep` against the hardware and model and build its pools (an unset front end is the
-    benchmark's)."""
+    benchmark's); item models (video, recommendation) get their own cost models (`gpusim.items`), and a
+    VLM's pools that prefill carry its vision encoder."""
     if dep.frontend is None:
         dep = dep.model_copy(update={"frontend": bench.frontend})
+    if is_item(model):
+        return Setup(hw, bench, model, dep, item_pools(hw, bench, model, dep, source), timing)
     check_deployment(hw, model, dep, source)
     pools = tuple(
         Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
         for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
     )
+    if model.vision is not None:
+        prompts = dataset_lengths(bench, 0)[0]
+        pools = tuple(with_vision(p, hw, model, bench, prompts) for p in pools)
     return Setup(hw, bench, model, dep, pools, timing)
 
 
@@ -115,8 +129,8 @@ def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | D
     still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
-    model = load_model(model or bench.model)
-    default = default_deployment(hw, model, scenario)
+    model = load_workload_model(bench, model)
+    default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
     if deployment is None or deployment == "default":
         dep, dep_source = default, source
     elif isinstance(deployment, str):

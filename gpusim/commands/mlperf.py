@@ -23,7 +23,7 @@ from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.experiment import Timing
 
-SCENARIOS = ["offline", "server", "interactive"]
+SCENARIOS = ["offline", "server", "interactive", "singlestream"]
 PUBLISHED_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mlperf_calibration.csv"
 
 
@@ -35,7 +35,7 @@ class MlperfExperiment(BaseModel):
     hardware: str
     systems: int = Field(1, ge=1)
     benchmark: str
-    scenario: Literal["offline", "server", "interactive"]
+    scenario: Literal["offline", "server", "interactive", "singlestream"]
     deployment: str | None = None
     """A deployment YAML, relative to the experiment file; `default` for the default deployment, `best` (or
     unset) for the searched best."""
@@ -118,16 +118,19 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
     from gpusim.analysis.mlperf import log_summary
     from gpusim.best import find_best
     from gpusim.build import prepare
-    from gpusim.search import PeakResult, PeakSearch, peak_qps, trial
+    from gpusim.loadgen.rules import SERVER_LIKE
+    from gpusim.search import PeakResult, PeakSearch, peak_qps, searchable, trial
 
-    searching = exp.search and exp.deployment in (None, "best")
-    setup = prepare(exp.hardware, exp.benchmark, exp.systems, None if searching else exp.deployment,
+    wanted = exp.search and exp.deployment in (None, "best")
+    setup = prepare(exp.hardware, exp.benchmark, exp.systems, None if wanted else exp.deployment,
                     exp.deployment or "command line", timing=exp.timing, scenario=exp.scenario)
-    server = exp.scenario != "offline"
-    if exp.scenario not in ("offline",) and setup.bench.limits(exp.scenario) is None:
+    searching = wanted and searchable(setup, exp.scenario)
+    server = exp.scenario in SERVER_LIKE
+    if server and setup.bench.limits(exp.scenario) is None:
         raise InputError("command line", "scenario", f"{exp.benchmark} has no {exp.scenario} scenario in MLPerf")
     if args.qps is not None and not server:
-        raise InputError("command line", "qps", "only Server/Interactive take --qps (Offline sizes itself)")
+        raise InputError("command line", "qps", "only Server/Interactive take --qps (Offline and SingleStream "
+                         "size themselves)")
     peak, found = None, None
     if searching:
         found, sr = find_best(setup, exp.scenario, exp.duration_s, exp.seed, workers=getattr(args, "workers", 1),
@@ -150,6 +153,7 @@ def mlperf_result(exp: MlperfExperiment, args: argparse.Namespace, log) -> tuple
     out = {
         "hardware": exp.hardware, "systems": exp.systems, "benchmark": exp.benchmark, "scenario": exp.scenario,
         "num_gpus": s["num_gpus"],
+        "result": s["result"], "result_unit": s["result_unit"],
         "result_tokens_per_s": tokens_per_s,
         "result_tokens_per_s_per_gpu": tokens_per_s / s["num_gpus"],
         "valid": t.valid, "invalid_reason": t.checks.reason,
