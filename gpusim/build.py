@@ -131,6 +131,8 @@ def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | D
     bench = load_benchmark(benchmark)
     model = load_workload_model(bench, model)
     default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
+    if bench.agentic is not None and bench.agentic.prefix_cache:  # the rules let turns reuse their context
+        default = default.model_copy(update={"prefix_cache": True})
     if deployment is None or deployment == "default":
         dep, dep_source = default, source
     elif isinstance(deployment, str):

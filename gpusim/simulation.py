@@ -16,6 +16,7 @@ from gpusim.analysis.metrics import SERVER_LIKE, summarize
 from gpusim.analysis.steady import started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.agentic import agentic_workload
 from gpusim.loadgen.result import result_fields
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
@@ -129,6 +130,8 @@ def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[
     if spec.scenario == "singlestream":
         duration = spec.duration_s or bench.min_duration_s
         samples = spec.samples or scenarios.single_stream_count(expected_qps(), duration)
+        if bench.agentic is not None:  # turns of agent sessions, one at a time
+            return agentic_workload(bench, spec.seed, samples)
         return scenarios.single_stream(bench, spec.seed, samples=samples)
     if spec.scenario == "concurrency":
         samples = spec.samples or 10 * spec.concurrency

@@ -52,6 +52,20 @@ class LatencyLimits(_Spec):
     source: str
 
 
+class AgenticSessions(_Spec):
+    """Multi-turn agent sessions: a first prompt (system prompt, tool definitions, task), then `turns` − 1
+    more turns, each adding the previous answer and a new tool result or user message to the context; every
+    turn is a request over the whole context so far, whose earlier blocks the prefix cache may hold."""
+
+    turns: int = Field(ge=1, le=1000)
+    first_prompt: LengthDistribution
+    turn_tokens: LengthDistribution
+    """Tokens a turn adds besides the previous answer (a tool result, a user message)."""
+    prefix_cache: bool = True
+    """The rules let the engine reuse a session's earlier context (prefix caching across its turns)."""
+    source: str
+
+
 WorkloadKind = Literal["llm", "vlm", "diffusion", "recsys"]
 """What a benchmark's requests are: token generation (a VLM's prompts carry image tokens), or items (a video,
 a recommendation query) each served whole by one engine step (docs/workloads.md)."""
@@ -79,6 +93,10 @@ class BenchmarkSpec(_Spec):
     """How the submissions serve it: LoadGen in process with the engine, or LoadGen driving HTTP serving
     endpoints; a deployment that does not set `frontend` runs this way."""
     frontend_source: str | None = None
+    software: str | None = None
+    """The serving stack its submissions run (a software profile), where one stack serves them all; validation
+    uses it over the round's rule (`software_source`)."""
+    software_source: str | None = None
     text_tokens: float | None = Field(None, gt=0)
     """VLM: mean text tokens of a prompt; the rest of `input_tokens` are image tokens (`text_tokens_source`)."""
     text_tokens_source: str | None = None
@@ -87,6 +105,9 @@ class BenchmarkSpec(_Spec):
     batches (`samples_per_request_source`), and the engine serves each batch as one request."""
     samples_per_request_source: str | None = None
     generation: Generation | None = None
+    agentic: AgenticSessions | None = None
+    """Multi-turn agent traffic (the edge agentic scenario): requests are turns of sessions with growing
+    context (`gpusim/loadgen/agentic.py`); `input_tokens` then only sizes a mean prompt."""
     """Diffusion: what one request generates (resolution, frames, denoising steps, guidance)."""
     source: str
 

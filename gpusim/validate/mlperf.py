@@ -68,6 +68,15 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
+def software_for_row(row: PublishedRow) -> tuple[str, str]:
+    """(software profile, note): the benchmark's own serving stack where it names one (its submissions all
+    run it, e.g. vLLM for Qwen3-VL), else the round's (`software_for_round`)."""
+    named = load_benchmark(row.benchmark).software
+    if named is not None and named in software_names():
+        return named, f"{row.benchmark} is served with {named}"
+    return software_for_round(row.round)
+
+
 def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scenario: str | None = None) -> Deployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
     model = load_model(load_benchmark(benchmark).model)
@@ -129,7 +138,7 @@ def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, worke
             row_out["status"] = f"unsupported: {exc}"
             mapped.append((row_out, None, "", ""))
             continue
-        software, note = software_for_round(row.round)
+        software, note = software_for_row(row)
         jobs.setdefault(_key(row, software), (row, software, duration_s, timing))
         mapped.append((row_out, row, software, note))
     log = out / "searches.jsonl" if out is not None else None
