@@ -9,7 +9,16 @@ import pandas as pd
 
 from gpusim.deploy import check_deployment, complete, default_deployment, pool_counts, roles
 from gpusim.errors import InputError
-from gpusim.items import AnyModel, is_item, item_deployment, item_pools, load_workload_model, with_vision
+from gpusim.items import (
+    AnyModel,
+    encoder_pool,
+    is_item,
+    item_deployment,
+    item_pools,
+    lm_share,
+    load_workload_model,
+    with_vision,
+)
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.capacity import instance_rate
@@ -74,10 +83,12 @@ class Setup:
     def cluster(self, workload: Workload) -> Cluster:
         """A fresh simulated cluster of this setup, fed by `workload`."""
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
+        text = self.bench.text_tokens or 0.0
+        encode = (lambda p: max(1, int(p - text))) if self.pools[0].role == "encode" else None
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
                        lambda tokens: self.model.kv_bytes(int(tokens), kvb),
                        dispatch_overhead_s=self.frontend_s(),
-                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"))
+                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode)
 
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""
@@ -96,15 +107,17 @@ def make_setup(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, dep: Deploym
         dep = dep.model_copy(update={"frontend": bench.frontend})
     if is_item(model):
         return Setup(hw, bench, model, dep, item_pools(hw, bench, model, dep, source), timing)
-    check_deployment(hw, model, dep, source)
+    encoders = encoder_pool(hw, model, bench, dep, source)
+    llm_dep = dep if encoders is None else lm_share(hw, dep, source)
+    check_deployment(hw, model, llm_dep, source)
     pools = tuple(
         Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
-        for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
+        for (role, d), count in zip(roles(llm_dep), pool_counts(hw, llm_dep, source), strict=True)
     )
     if model.vision is not None:
         prompts = dataset_lengths(bench, 0)[0]
         pools = tuple(with_vision(p, hw, model, bench, prompts) for p in pools)
-    return Setup(hw, bench, model, dep, pools, timing)
+    return Setup(hw, bench, model, dep, pools if encoders is None else (encoders, *pools), timing)
 
 
 def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str) -> StepCostModel:

@@ -13,7 +13,7 @@ import numpy as np
 from gpusim.errors import InputError
 from gpusim.perf.diffusion import DiffusionCost
 from gpusim.perf.recsys import RecsysCost
-from gpusim.perf.vision import VisionCost, VisionStepCost, image_tokens
+from gpusim.perf.vision import VisionCost, VisionEncoderCost, VisionStepCost, image_tokens
 from gpusim.sim.cluster import Pool
 from gpusim.specs.benchmark import BenchmarkSpec
 from gpusim.specs.catalog import load_ref
@@ -22,6 +22,7 @@ from gpusim.specs.diffusion import DiffusionModelSpec
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec, load_model
 from gpusim.specs.recsys import RecsysModelSpec
+from gpusim.specs.software import load_software
 
 ItemModel = DiffusionModelSpec | RecsysModelSpec
 AnyModel = ModelSpec | ItemModel
@@ -86,6 +87,43 @@ def item_pools(hw: Hardware, bench: BenchmarkSpec, model: ItemModel, dep: Deploy
     return (Pool("aggregated", item_cost(hw, model, bench, dep, source), ITEM_KV_TOKENS, dep, count),)
 
 
+ENCODER_BATCH = 64
+"""Images one encoder instance encodes per step (grade D: vLLM batches encoder inputs up to a budget)."""
+
+
+def encoder_pool(hw: Hardware, model: AnyModel, bench: BenchmarkSpec, dep: Deployment, source: str) -> Pool | None:
+    """A VLM's encoder as its own pool of one-GPU instances (`Deployment.vision_encoder_gpus`), or None when
+    the encoder shares the LM's GPUs."""
+    n = dep.vision_encoder_gpus
+    if n is None:
+        return None
+    if not isinstance(model, ModelSpec) or model.vision is None:
+        raise InputError(source, "vision_encoder_gpus", f"{model.id} has no vision encoder; valid: unset")
+    if n >= hw.num_gpus:
+        raise InputError(source, "vision_encoder_gpus", f"{n} leaves no GPU of {hw.num_gpus} for the language "
+                         f"model; valid: 1 to {hw.num_gpus - 1}")
+    enc = dep.model_copy(update={"tp": 1, "pp": 1, "ep": 1, "attention_dp": False, "instances": n,
+                                 "max_batch_size": ENCODER_BATCH, "max_num_tokens": 2**22, "chunked_prefill": False,
+                                 "prefix_cache": False, "mtp": None, "mode": "aggregated", "prefill": None,
+                                 "decode": None})
+    sw = load_software(dep.software).for_architecture(hw.gpu.architecture)
+    vision = VisionCost(hw, model.vision, sw, "bf16" if dep.activations == "bf16" else "fp8")
+    return Pool("encode", VisionEncoderCost(vision, bench.text_tokens or 0.0), ITEM_KV_TOKENS, enc, n)
+
+
+def lm_share(hw: Hardware, dep: Deployment, source: str) -> Deployment:
+    """The language model's deployment on the GPUs the encoder pool leaves (aggregated instances)."""
+    if dep.mode != "aggregated":
+        raise InputError(source, "vision_encoder_gpus", "an encoder pool runs beside aggregated LM instances; "
+                         "valid: mode aggregated")
+    left = hw.num_gpus - dep.vision_encoder_gpus
+    count = dep.instances or left // dep.gpus_per_instance
+    if count < 1 or count * dep.gpus_per_instance > left:
+        raise InputError(source, "instances", f"{dep.vision_encoder_gpus} encoder GPUs leave {left} for "
+                         f"instances of {dep.gpus_per_instance} GPUs; valid: at most {left // dep.gpus_per_instance}")
+    return dep.model_copy(update={"instances": count})
+
+
 def with_vision(pool: Pool, hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, prompts: np.ndarray) -> Pool:
     """A VLM pool that prefills (aggregated or prefill) with the encoder on its own GPUs: its prefill steps
     carry the dataset's mean encoder seconds per prompt token (`VisionStepCost`)."""
@@ -100,5 +138,5 @@ def with_vision(pool: Pool, hw: Hardware, model: ModelSpec, bench: BenchmarkSpec
     return Pool(pool.role, cost, pool.kv_capacity_tokens, pool.deployment, pool.count)
 
 
-__all__ = ["ITEM_KV_TOKENS", "AnyModel", "ItemModel", "check_item", "is_item", "item_cost", "item_deployment",
-           "item_pools", "load_workload_model", "with_vision"]
+__all__ = ["ITEM_KV_TOKENS", "AnyModel", "ItemModel", "check_item", "encoder_pool", "is_item", "item_cost",
+           "item_deployment", "item_pools", "lm_share", "load_workload_model", "with_vision"]

@@ -3,9 +3,9 @@
 A session starts with a first prompt (system prompt, tool definitions, the task); each later turn's prompt is
 the whole context so far (every earlier prompt and answer) plus the tokens the turn adds (a tool result or a
 user message). Turns run in order within a session. Each request carries the hashes of its prompt's 512-token
-blocks: a block wholly inside the previous turn's context keeps its hash, so an engine with a prefix cache
-(`Deployment.prefix_cache`) skips the context it still holds and prefills only what is new; the last,
-partly filled block of a context is new in the next turn.
+blocks: a full block keeps its hash in every later turn, so an engine with a prefix cache
+(`Deployment.prefix_cache`) skips the earlier prompts' full blocks it still holds and prefills the rest (the
+last partial block, the previous answer and the new message).
 
 SingleStream issues one turn at a time (closed loop, concurrency 1); sessions follow each other.
 """
@@ -39,13 +39,14 @@ def session_turns(bench: BenchmarkSpec, sessions: int, rng: np.random.Generator)
     return sid, turn, prompts.ravel(), out.ravel()
 
 
-def block_hashes(session: int, turn: int, prompt: int, previous_context: int) -> tuple[int, ...]:
-    """Hashes of a turn's prompt blocks: the blocks inside the previous turn's context (prompt + answer) keep
-    the session's hash of that block; the rest are new to this turn."""
-    full = previous_context // PREFIX_BLOCK_TOKENS
+def block_hashes(session: int, turn: int, prompt: int) -> tuple[int, ...]:
+    """Hashes of a turn's prompt blocks. A full block holds the same tokens in every later turn of its session
+    (the context only grows), so it has one hash per session and index; the last, partly filled block is this
+    turn's own (filled further, it is another block in the next turn)."""
+    full = prompt // PREFIX_BLOCK_TOKENS
     blocks = math.ceil(prompt / PREFIX_BLOCK_TOKENS)
     base = (session + 1) << 24
-    return tuple(base + b if b < full else base + (turn << 16) + b for b in range(blocks))
+    return tuple(base + b if b < full else base + ((turn + 1) << 16) + b for b in range(blocks))
 
 
 def agentic_workload(bench: BenchmarkSpec, seed: int, turns: int, concurrency: int = 1) -> Workload:
@@ -56,10 +57,7 @@ def agentic_workload(bench: BenchmarkSpec, seed: int, turns: int, concurrency: i
     rng = np.random.default_rng(seed)
     sessions = max(1, math.ceil(turns / a.turns))
     sid, turn, prompts, out = session_turns(bench, sessions, rng)
-    previous = np.concatenate(([0], prompts[:-1] + out[:-1]))
-    previous[turn == 0] = 0
-    hashes = [block_hashes(int(s), int(t), int(p), int(c)) for s, t, p, c in zip(sid, turn, prompts, previous,
-                                                                                   strict=True)]
+    hashes = [block_hashes(int(s), int(t), int(p)) for s, t, p in zip(sid, turn, prompts, strict=True)]
     return Workload.create(np.zeros(len(prompts)), prompts, out, concurrency=concurrency, prefix_hashes=hashes,
                            name=f"{bench.id} agentic sessions", source=bench.id)
 

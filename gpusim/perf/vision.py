@@ -33,19 +33,23 @@ class VisionCost:
 
     def seconds(self, tokens: float, images: float = 1.0) -> float:
         """Encode `images` images of `tokens` vision tokens each (one batch step)."""
+        return self.batch_seconds(tokens * images, tokens * tokens * images, images)
+
+    def batch_seconds(self, tokens: float, tokens_sq: float, images: float) -> float:
+        """Encode `images` images of `tokens` vision tokens in all, Σ tokens² over the images being `tokens_sq`
+        (attention is quadratic within each image)."""
         if tokens <= 0 or images <= 0:
             return 0.0
         e, tp = self.enc, self.tp
-        patches = tokens * e.patches_per_token
-        rows = patches * images
+        m = e.patches_per_token
+        rows = tokens * m
         h = e.hidden_size
         act = 2.0 * rows * h * 2  # bf16 in and out of each GEMM group
         blocks = e.depth * self.k.gemm(2 * rows * e.block_params / tp, e.block_params * self._wbytes / tp, rows,
                                        self.dtype, act * 6 / tp)
-        attn = e.depth * self.k.attention(4 * images * patches**2 * h / tp)
-        merge = (1 + e.deepstack_layers) * self.k.gemm(2 * tokens * images * e.merger_params / tp,
-                                                       e.merger_params * self._wbytes / tp, tokens * images,
-                                                       self.dtype)
+        attn = e.depth * self.k.attention(4 * tokens_sq * m * m * h / tp)
+        merge = (1 + e.deepstack_layers) * self.k.gemm(2 * tokens * e.merger_params / tp,
+                                                       e.merger_params * self._wbytes / tp, tokens, self.dtype)
         embed = self.k.gemm(2 * rows * e.patch_embed_params, e.patch_embed_params * self._wbytes, rows, self.dtype)
         return blocks + attn + merge + embed
 
@@ -85,16 +89,22 @@ class VisionEncoderCost:
     """An encoder pool's instance: requests are images whose prompt is their vision tokens; a step encodes
     the batch's images (`ItemCost`)."""
 
-    def __init__(self, vision: VisionCost) -> None:
+    def __init__(self, vision: VisionCost, text_tokens: float = 0.0) -> None:
         self.vision = vision
+        self.text_tokens = text_tokens
+        """Mean text tokens of a prompt: a mean prompt's image tokens are the rest (`items_per_s`)."""
 
     def step_time(self, b: BatchShape) -> float:
+        """The batch's images whole: the engine's causal pairs of an unchunked image are t(t + 1)/2, so
+        Σ t² = 2·pairs − Σ t."""
         if b.prefill_seqs <= 0:
             return 0.0
-        return self.vision.seconds(b.prefill_tokens / b.prefill_seqs, b.prefill_seqs)
+        return self.vision.batch_seconds(b.prefill_tokens, 2 * b.prefill_attn_pairs - b.prefill_tokens,
+                                         b.prefill_seqs)
 
     def items_per_s(self, batch: int, work: float) -> float:
-        return batch / self.vision.seconds(work, batch)
+        """Images per second at `batch` images from prompts of `work` tokens (text tokens taken off)."""
+        return batch / self.vision.seconds(max(work - self.text_tokens, 1.0), batch)
 
 
 __all__ = ["VisionCost", "VisionEncoderCost", "VisionStepCost", "image_tokens"]
