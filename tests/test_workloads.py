@@ -251,3 +251,14 @@ def test_item_workloads_skip_the_layout_search():
     assert not searchable(prepare("b300-hgx", "dlrm-v3", scenario="offline"), "offline")
     assert searchable(prepare("b300-hgx", "qwen3-vl-235b-a22b", scenario="offline"), "offline")
     assert not searchable(prepare("b300-hgx", "llama2-70b", scenario="offline"), "singlestream")
+
+
+def test_plots_use_the_per_sample_result():
+    from gpusim.analysis.plots import throughput
+
+    df = pd.DataFrame({"result": [10.0, 20.0], "result_unit": ["samples/s", "samples/s"],
+                       "output_tokens_per_s": [1.0, 2.0]})
+    values, unit = throughput(df)
+    assert unit == "samples/s" and list(values) == [10.0, 20.0]
+    tokens = df.assign(result_unit="tokens/s")
+    assert throughput(tokens)[1] == "tokens/s" and list(throughput(tokens)[0]) == [1.0, 2.0]
