@@ -11,7 +11,9 @@ tokens over the GPUs of each half. Ulysses all-to-all re-shards q, k, v and the 
 (degree gcd(sp, heads)); the rest of the degree is ring attention, passing key/value shards around. The
 communication crosses NVLink inside the domain and the scale-out fabric beyond, and is not overlapped.
 Per GPU, GEMM and attention FLOPs fall as 1/sp, the weights are replicated, and the VAE decode is split over
-the instance's GPUs (patch-parallel VAE, grade D).
+up to `VAE_PARALLEL_MAX` of the instance's GPUs. This is the layout of NVIDIA's v6.1 harness: SingleStream on a
+GB300 NVL72 is cfg 2 × Ulysses 4 × a 2-D context-parallel degree 9, on a B300x8 cfg 2 × Ulysses 4, and
+Offline one GPU per video.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from gpusim.specs.hardware import Hardware
 from gpusim.specs.software import SoftwareProfile, load_software
 
 BF16 = 2.0
+VAE_PARALLEL_MAX = 8
+"""GPUs one video's VAE decode is split over at most: NVIDIA's v6.1 Wan harness runs vae=8 on B300x8 and vae=4 on
+GB300 x4 and x72 (grade B, its README's parallelism table)."""
 WORKSPACE_SHARE = 0.1
 """HBM kept for activations and the framework beside the weights (grade D)."""
 
@@ -96,7 +101,8 @@ class DiffusionCost:
         text = self.k.gemm(2 * m.text_encoder_params.value * g.text_tokens * prompts,
                            m.text_encoder_params.value * BF16, g.text_tokens * prompts, "bf16")
         pixels = g.frames * g.height * g.width * videos
-        vae = self.k.gemm(m.vae_decode_flops_per_pixel.value * pixels / self.gpus, 0.0, pixels, "bf16")
+        vae = self.k.gemm(m.vae_decode_flops_per_pixel.value * pixels / min(self.gpus, VAE_PARALLEL_MAX), 0.0,
+                          pixels, "bf16")
         return {"text_encoder": text, "denoise_high_noise": high * step,
                 "denoise_low_noise": (g.steps - high) * step, "vae_decode": vae}
 
