@@ -54,13 +54,15 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
 
 
 def _completed(spec: RunSpec, source: str) -> Deployment:
-    from gpusim.deploy import complete, default_deployment
+    from gpusim.build import default_for
+    from gpusim.deploy import complete
+    from gpusim.items import load_workload_model
     from gpusim.specs.benchmark import load_benchmark
     from gpusim.specs.hardware import load_hardware
-    from gpusim.specs.model import load_model
 
-    model = load_model(spec.model or load_benchmark(spec.benchmark).model)
-    default = default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
+    bench = load_benchmark(spec.benchmark)
+    model = load_workload_model(bench, spec.model)
+    default = default_for(load_hardware(spec.hardware, spec.systems), bench, model, spec.scenario)
     return complete(spec.deployment, default, source)
 
 

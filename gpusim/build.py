@@ -133,6 +133,16 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
     return TableStepCostModel(hw, model, dep, tables)
 
 
+def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None) -> Deployment:
+    """The default deployment of a question: an item model's rule deployment (`gpusim.items`), else the searched
+    default or the rule (`default_deployment`); a benchmark whose rules let agent turns reuse their context
+    turns the prefix cache on."""
+    default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
+    if bench.agentic is not None and bench.agentic.prefix_cache:
+        default = default.model_copy(update={"prefix_cache": True})
+    return default
+
+
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | Deployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
             timing: Timing = "roofline", scenario: str | None = None) -> Setup:
@@ -143,9 +153,7 @@ def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | D
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
     model = load_workload_model(bench, model)
-    default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
-    if bench.agentic is not None and bench.agentic.prefix_cache:  # the rules let turns reuse their context
-        default = default.model_copy(update={"prefix_cache": True})
+    default = default_for(hw, bench, model, scenario)
     if deployment is None or deployment == "default":
         dep, dep_source = default, source
     elif isinstance(deployment, str):

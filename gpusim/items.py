@@ -16,10 +16,11 @@ from gpusim.perf.recsys import RecsysCost
 from gpusim.perf.vision import VisionCost, VisionEncoderCost, VisionStepCost, image_tokens
 from gpusim.sim.cluster import Pool
 from gpusim.specs.benchmark import BenchmarkSpec
-from gpusim.specs.catalog import load_ref
+from gpusim.specs.catalog import load_ref, resolve
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.diffusion import DiffusionModelSpec
 from gpusim.specs.hardware import Hardware
+from gpusim.specs.loading import read_yaml
 from gpusim.specs.model import ModelSpec, load_model
 from gpusim.specs.recsys import RecsysModelSpec
 from gpusim.specs.software import load_software
@@ -42,6 +43,13 @@ def load_workload_model(bench: BenchmarkSpec, name: str | None = None, source: s
     ref = name or bench.model
     cls = ITEM_CLASSES.get(bench.kind)
     return load_model(ref, source) if cls is None else load_ref(cls, "models", ref, "model", source)
+
+
+def load_any_model(name: str, source: str = "command line") -> AnyModel:
+    """A model of any kind by name or path: the file's `kind` picks the schema (a transformer without one)."""
+    path = resolve("models", name, source, "model")
+    cls = ITEM_CLASSES.get(str(read_yaml(path).get("kind")))
+    return load_model(name, source) if cls is None else load_ref(cls, "models", name, "model", source)
 
 
 def item_deployment(hw: Hardware, model: ItemModel, scenario: str | None) -> Deployment:
@@ -139,4 +147,4 @@ def with_vision(pool: Pool, hw: Hardware, model: ModelSpec, bench: BenchmarkSpec
 
 
 __all__ = ["ITEM_KV_TOKENS", "AnyModel", "ItemModel", "check_item", "encoder_pool", "is_item", "item_cost",
-           "item_deployment", "item_pools", "lm_share", "load_workload_model", "with_vision"]
+           "item_deployment", "item_pools", "lm_share", "load_any_model", "load_workload_model", "with_vision"]

@@ -190,13 +190,14 @@ def apply_deployment(spec: RunSpec, updates: dict[str, Any], source: str) -> Dep
         raise InputError(source, "deployment", "deployment.FIELD values change a named or the default deployment; "
                          "valid with them: a deployment file or default, not best")
     if spec.deployment in (None, "default"):
-        from gpusim.deploy import default_deployment
+        from gpusim.build import default_for
+        from gpusim.items import load_workload_model
         from gpusim.specs.benchmark import load_benchmark
         from gpusim.specs.hardware import load_hardware
-        from gpusim.specs.model import load_model
 
-        base = default_deployment(load_hardware(spec.hardware, spec.systems),
-                                  load_model(spec.model or load_benchmark(spec.benchmark).model), spec.scenario)
+        bench = load_benchmark(spec.benchmark)
+        base = default_for(load_hardware(spec.hardware, spec.systems), bench, load_workload_model(bench, spec.model),
+                           spec.scenario)
     else:
         base, _ = load_deployment(spec.deployment)
     data = base.model_dump()

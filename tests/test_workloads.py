@@ -262,3 +262,16 @@ def test_plots_use_the_per_sample_result():
     assert unit == "samples/s" and list(values) == [10.0, 20.0]
     tokens = df.assign(result_unit="tokens/s")
     assert throughput(tokens)[1] == "tokens/s" and list(throughput(tokens)[0]) == [1.0, 2.0]
+
+
+def test_qwen36_hybrid_sizes_match_the_reference():
+    m = load_model("qwen3.6-27b")
+    assert m.total_params == pytest.approx(26.9e9, rel=0.02)  # "~26.9 B text" (model_specs)
+    assert m.kv_bytes_per_token(2) == 65536  # 16 full-attention layers x 2 x 4 KV heads x 256 x 2 B
+    assert m.state_bytes_per_sequence == pytest.approx(153_944_064, rel=0.02)  # ~147 MiB of fp32 state
+
+
+def test_show_model_reads_every_kind(capsys):
+    for name in ("wan2.2-t2v-a14b", "dlrm-v3", "qwen3-vl-235b-a22b"):
+        assert main(["show", "model", name]) == 0
+        assert f"id: {name}" in capsys.readouterr().out

@@ -28,16 +28,16 @@ from pathlib import Path
 
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.best import find_best
-from gpusim.build import prepare
-from gpusim.deploy import default_deployment, rule_deployment
+from gpusim.build import default_for, prepare
+from gpusim.deploy import rule_deployment
 from gpusim.errors import InputError
+from gpusim.items import load_workload_model
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_imap
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
-from gpusim.specs.model import load_model
 from gpusim.specs.software import software_names
 from gpusim.validate.csvfile import read_checked_csv
 
@@ -79,8 +79,9 @@ def software_for_row(row: PublishedRow) -> tuple[str, str]:
 
 def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str, scenario: str | None = None) -> Deployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
-    model = load_model(load_benchmark(benchmark).model)
-    dep = default_deployment(hw, model, scenario)
+    bench = load_benchmark(benchmark)
+    model = load_workload_model(bench)
+    dep = default_for(hw, bench, model, scenario)
     if gpus < hw.num_gpus and dep.mode != "aggregated":  # a slice of a system keeps to aggregated instances
         dep = rule_deployment(hw, model)
     update: dict = {"software": software}
