@@ -83,8 +83,10 @@ class Setup:
     def cluster(self, workload: Workload) -> Cluster:
         """A fresh simulated cluster of this setup, fed by `workload`."""
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
-        text = self.bench.text_tokens or 0.0
-        encode = (lambda p: max(1, int(p - text))) if self.pools[0].role == "encode" else None
+        encode = None
+        if self.pools[0].role == "encode":  # a VLM's encoder pool: a prompt's image tokens are all but its text
+            text = self.bench.text_tokens or 0.0
+            encode = lambda p: max(1, int(p - text))  # noqa: E731
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
                        lambda tokens: self.model.kv_bytes(int(tokens), kvb),
                        dispatch_overhead_s=self.frontend_s(),

@@ -275,3 +275,18 @@ def test_show_model_reads_every_kind(capsys):
     for name in ("wan2.2-t2v-a14b", "dlrm-v3", "qwen3-vl-235b-a22b"):
         assert main(["show", "model", name]) == 0
         assert f"id: {name}" in capsys.readouterr().out
+
+
+def test_a_sweep_over_item_workloads_plots_their_result(tmp_path):
+    from gpusim import sweep
+    from gpusim.analysis.plots import generations
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("benchmark: wan-2.2-t2v-a14b\nsamples: 16\nscenario: offline\n"
+                    "grid:\n  hardware: [b300-hgx, gb300-nvl72]\n  deployment.tp: [1, 2]\n")
+    sweep.run_sweep(spec, tmp_path / "out", workers=1, progress=False)
+    df = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert set(df["result_unit"]) == {"samples/s"} and len(df) == 4
+    one_gpu = df[df["deployment.tp"] == 1].set_index("hardware")["result"]
+    assert one_gpu["gb300-nvl72"] > one_gpu["b300-hgx"]  # 16 videos at once on 72 GPUs, in two rounds on 8
+    generations(df, tmp_path)
