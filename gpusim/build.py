@@ -9,6 +9,15 @@ import pandas as pd
 
 from gpusim.deploy import check_deployment, decide, pool_counts, roles
 from gpusim.errors import InputError
+from gpusim.items import (
+    AnyModel,
+    encoder_pool,
+    is_item,
+    item_pools,
+    lm_share,
+    load_workload_model,
+    with_vision,
+)
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.capacity import instance_rate
@@ -23,7 +32,7 @@ from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import AnyDeployment, Deployment
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
-from gpusim.specs.model import ModelSpec, load_model
+from gpusim.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,7 @@ class Setup:
 
     hardware: Hardware
     bench: BenchmarkSpec
-    model: ModelSpec
+    model: AnyModel
     deployment: AnyDeployment
     pools: tuple[Pool, ...]
     timing: Timing = "roofline"
@@ -47,6 +56,13 @@ class Setup:
         isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
         return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
                    for p in self.pools)
+
+    def single_stream_qps(self, seed: int = 0) -> float:
+        """Requests per second with one request in flight: every pool in turn at a batch of one."""
+        isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
+        return 1 / sum(1 / instance_rate(p.role, p.cost, p.kv_capacity_tokens,
+                                         p.deployment.model_copy(update={"max_batch_size": 1}), isl, osl)
+                       for p in self.pools)
 
     def with_deployment(self, dep: AnyDeployment, source: str = "deployment") -> Setup:
         """The same hardware and benchmark with another deployment (InputError if it cannot run)."""
@@ -66,10 +82,14 @@ class Setup:
     def cluster(self, workload: Workload) -> Cluster:
         """A fresh simulated cluster of this setup, fed by `workload`."""
         kvb = DTYPE_BYTES[self.deployment.kv_cache]
+        encode = None
+        if self.pools[0].role == "encode":  # a VLM's encoder pool: a prompt's image tokens are all but its text
+            text = self.bench.text_tokens or 0.0
+            encode = lambda p: max(1, int(p - text))  # noqa: E731
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
                        lambda tokens: self.model.kv_bytes(int(tokens), kvb),
                        dispatch_overhead_s=self.frontend_s(),
-                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"))
+                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode)
 
     def simulate(self, workload: Workload) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion: (per-request records, engine counters, wall seconds)."""
@@ -79,18 +99,26 @@ class Setup:
         return records, cluster.stats(), time.perf_counter() - started
 
 
-def make_setup(hw: Hardware, bench: BenchmarkSpec, model: ModelSpec, dep: AnyDeployment, source: str,
+def make_setup(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, dep: AnyDeployment, source: str,
                timing: Timing = "roofline") -> Setup:
     """Check `dep` against the hardware and model and build its pools (an unset front end is the
-    benchmark's)."""
+    benchmark's); item models (video, recommendation) get their own cost models (`gpusim.items`), and a
+    VLM's pools that prefill carry its vision encoder."""
     if dep.frontend is None:
         dep = dep.model_copy(update={"frontend": bench.frontend})
-    check_deployment(hw, model, dep, source)
+    if is_item(model):
+        return Setup(hw, bench, model, dep, item_pools(hw, bench, model, dep, source), timing)
+    encoders = encoder_pool(hw, model, bench, dep, source)
+    llm_dep = dep if encoders is None else lm_share(hw, dep, source)
+    check_deployment(hw, model, llm_dep, source)
     pools = tuple(
         Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
-        for (role, d), count in zip(roles(dep), pool_counts(hw, dep, source), strict=True)
+        for (role, d), count in zip(roles(llm_dep), pool_counts(hw, llm_dep, source), strict=True)
     )
-    return Setup(hw, bench, model, dep, pools, timing)
+    if model.vision is not None:
+        prompts = dataset_lengths(bench, 0)[0]
+        pools = tuple(with_vision(p, hw, model, bench, prompts) for p in pools)
+    return Setup(hw, bench, model, dep, pools if encoders is None else (encoders, *pools), timing)
 
 
 def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str) -> StepCostModel:
@@ -114,6 +142,6 @@ def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | A
     the benchmark's model (the benchmark still gives the dataset and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
-    model = load_model(model or bench.model)
-    dep, dep_source = decide(hw, model, scenario, deployment, source)
+    model = load_workload_model(bench, model)
+    dep, dep_source = decide(hw, bench, model, scenario, deployment, source)
     return make_setup(hw, bench, model, dep, dep_source, timing)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from gpusim.defaults import searched_default
 from gpusim.errors import InputError, unknown_name
+from gpusim.items import AnyModel, is_item, item_deployment, load_workload_model
 from gpusim.perf.memory import plan_memory
-from gpusim.specs.benchmark import load_benchmark
+from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.catalog import is_path, resolve
 from gpusim.specs.deployment import (
     AnyDeployment,
@@ -21,7 +22,7 @@ from gpusim.specs.deployment import (
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.loading import read_yaml, validate
-from gpusim.specs.model import ModelSpec, load_model
+from gpusim.specs.model import ModelSpec
 from gpusim.specs.software import software_names
 
 WEIGHT_SHARE = 0.5
@@ -108,18 +109,29 @@ def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = No
     return searched if searched is not None else rule_deployment(hw, model)
 
 
+def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None) -> AnyDeployment:
+    """The default deployment of a question: an item model's rule deployment (`gpusim.items`), else the searched
+    default or the rule (`default_deployment`); a benchmark whose rules let agent turns reuse their context
+    turns the prefix cache on."""
+    default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
+    if bench.agentic is not None and bench.agentic.prefix_cache:
+        default = default.model_copy(update={"prefix_cache": True})
+    return default
+
+
 def spec_default(spec: RunSpec) -> AnyDeployment:
-    """`default_deployment` for an experiment's hardware, systems, model (or its benchmark's) and scenario."""
-    model = load_model(spec.model or load_benchmark(spec.benchmark).model)
-    return default_deployment(load_hardware(spec.hardware, spec.systems), model, spec.scenario)
+    """`default_for` an experiment's hardware, systems, benchmark, model (or its benchmark's) and scenario."""
+    bench = load_benchmark(spec.benchmark)
+    model = load_workload_model(bench, spec.model)
+    return default_for(load_hardware(spec.hardware, spec.systems), bench, model, spec.scenario)
 
 
-def decide(hw: Hardware, model: ModelSpec, scenario: str | None, given: str | AnyDeployment | None,
-           source: str) -> tuple[AnyDeployment, str]:
+def decide(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None,
+           given: str | AnyDeployment | None, source: str) -> tuple[AnyDeployment, str]:
     """The deployment a run uses and the name of where it came from (for error messages): without one (or with
-    `default`) the default for `scenario`; a deployment file completed from that default (`complete`); a
-    Deployment object as it is."""
-    default = default_deployment(hw, model, scenario)
+    `default`) the default for `scenario` (`default_for`); a deployment file completed from that default
+    (`complete`); a Deployment object as it is."""
+    default = default_for(hw, bench, model, scenario)
     if given is None or given == "default":
         return default, source
     if isinstance(given, str):

@@ -32,6 +32,7 @@ from functools import partial
 from gpusim.build import Setup
 from gpusim.deploy import check_deployment, roles
 from gpusim.errors import InputError
+from gpusim.items import is_item
 from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.metrics import loadgen_rates
@@ -96,6 +97,12 @@ def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: flo
     checks = rules.check(result.requests, bench, scenario, result.summary["issued_requests"], min_duration)
     result.summary.update(valid=checks.valid, invalid_reason=checks.reason)
     return Trial(qps, result, checks)
+
+
+def searchable(setup: Setup, scenario: str) -> bool:
+    """Whether the deployment search covers this question: token-generation models in Offline, Server or
+    Interactive (item models and SingleStream run their rule deployment, `gpusim.items`)."""
+    return scenario in ("offline", *rules.SERVER_LIKE) and not is_item(setup.model)
 
 
 # ---- analytic estimate --------------------------------------------------------------------------

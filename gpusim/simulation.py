@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,9 @@ from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.steady import started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.loadgen import rules, scenarios
+from gpusim.loadgen.agentic import agentic_workload
 from gpusim.loadgen.metrics import SERVER_LIKE, summarize
+from gpusim.loadgen.result import result_fields
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.step import StepCostModel
@@ -38,7 +41,10 @@ class Result:
 
 
 def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
-    """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache)."""
+    """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache); a
+    SingleStream run is sized by the latency of one request (`Setup.single_stream_qps`)."""
+    if spec.scenario == "singlestream":  # one request in flight: sized by the latency of one, not a full batch
+        expected_qps = partial(setup.single_stream_qps, spec.seed)
     workload = build_workload(spec, setup.bench, expected_qps)
     records, stats, wall = setup.simulate(workload)
     summary = summarize_run(spec, setup, workload, records, stats, wall)
@@ -78,6 +84,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
                            if isinstance(p.cost, StepCostModel) and isinstance(p.cost.timer, TableTimer)},
         "wall_s": wall,
     }
+    summary.update(result_fields(bench, spec.scenario, summary, records))
     summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
     return _plain(summary)
 
@@ -123,7 +130,11 @@ def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[
         return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,
                                 samples=spec.samples)
     if spec.scenario == "singlestream":
-        return scenarios.single_stream(bench, spec.seed, samples=spec.samples or 100)
+        duration = spec.duration_s or bench.min_duration_s
+        samples = spec.samples or scenarios.single_stream_count(expected_qps(), duration)
+        if bench.agentic is not None:  # turns of agent sessions, one at a time
+            return agentic_workload(bench, spec.seed, samples)
+        return scenarios.single_stream(bench, spec.seed, samples=samples)
     if spec.scenario == "concurrency":
         samples = spec.samples or 10 * spec.concurrency
         return scenarios.closed_loop(spec.concurrency, spec.isl, spec.osl, samples)

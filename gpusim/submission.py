@@ -20,8 +20,9 @@ from gpusim.analysis.describe import batch_limits, layout_text
 from gpusim.best import Found, find_best
 from gpusim.build import Setup, prepare
 from gpusim.errors import InputError
+from gpusim.loadgen.metrics import SERVER_LIKE
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
-from gpusim.search import PeakResult, PeakSearch, SearchResult, peak_qps, trial
+from gpusim.search import PeakResult, PeakSearch, SearchResult, peak_qps, searchable, trial
 from gpusim.specs.experiment import Timing
 from gpusim.specs.loading import read_yaml, validate
 
@@ -36,7 +37,7 @@ class Question(BaseModel):
     hardware: str
     systems: int = Field(1, ge=1)
     benchmark: str
-    scenario: Literal["offline", "server", "interactive"]
+    scenario: Literal["offline", "server", "interactive", "singlestream"]
     duration_s: float = Field(SUBMISSION_DURATION_S, gt=0)
     """Simulated seconds per run, also the min duration: as long as submitters run (600 is LoadGen's minimum)."""
     seed: int = 0
@@ -98,7 +99,7 @@ class Submission:
 def question_setup(q: Question, deployment: str | None, source: str) -> Setup:
     """The setup of `q` with `deployment` (None: the default), checked to have `q`'s scenario in MLPerf."""
     setup = prepare(q.hardware, q.benchmark, q.systems, deployment, source, timing=q.timing, scenario=q.scenario)
-    if q.scenario != "offline" and setup.bench.limits(q.scenario) is None:
+    if q.scenario in SERVER_LIKE and setup.bench.limits(q.scenario) is None:
         raise InputError("command line", "scenario", f"{q.benchmark} has no {q.scenario} scenario in MLPerf")
     return setup
 
@@ -118,11 +119,13 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
     from gpusim.analysis.mlperf import log_summary
     from gpusim.loadgen.metrics import loadgen_rates
 
-    searching = run.search and run.deployment in (None, "best")
-    setup = question_setup(run, None if searching else run.deployment, run.deployment or "command line")
-    server = run.scenario != "offline"
+    wanted = run.search and run.deployment in (None, "best")
+    setup = question_setup(run, None if wanted else run.deployment, run.deployment or "command line")
+    searching = wanted and searchable(setup, run.scenario)
+    server = run.scenario in SERVER_LIKE
     if run.qps is not None and not server:
-        raise InputError("command line", "qps", "only Server/Interactive take --qps (Offline sizes itself)")
+        raise InputError("command line", "qps", "only Server/Interactive take --qps (Offline and SingleStream "
+                         "size themselves)")
     peak, found = None, None
     if searching:
         found, sr = _find(setup, run, log)
@@ -144,6 +147,7 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
     out = {
         "hardware": run.hardware, "systems": run.systems, "benchmark": run.benchmark, "scenario": run.scenario,
         "num_gpus": s["num_gpus"],
+        "result": s["result"], "result_unit": s["result_unit"],
         "result_tokens_per_s": tokens_per_s,
         "result_tokens_per_s_per_gpu": tokens_per_s / s["num_gpus"],
         "valid": t.valid, "invalid_reason": t.checks.reason,

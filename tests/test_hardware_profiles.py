@@ -22,9 +22,10 @@ SYSTEMS = system_names()
 GPUS = all_profiles()["gpus"]
 FABRICS = all_profiles()["fabrics"]
 
-EXPECTED_SYSTEMS = {"h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72"}
-EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin"}
-EXPECTED_FABRICS = {"nvlink4", "nvlink5", "nvlink6", "cx7-400g", "cx8-800g", "cx9-1600g"}
+EXPECTED_SYSTEMS = {"h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72",
+                    "jetson-agx-thor"}
+EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin", "thor"}
+EXPECTED_FABRICS = {"nvlink4", "nvlink5", "nvlink6", "cx7-400g", "cx8-800g", "cx9-1600g", "thor-soc", "eth-4x25g"}
 
 # our GPU id -> the id in ../shared/reference/hardware_specs.yaml
 REFERENCE_GPU_IDS = {
@@ -75,6 +76,8 @@ def test_every_system_loads_with_its_gpu_and_fabrics(name):
     assert hw.system.gpus % hw.system.nvlink_domain_gpus == 0
     if hw.system.form_factor == "hgx":
         assert (hw.system.gpus, hw.domain_gpus) == (8, 8)
+    elif hw.system.form_factor == "edge":
+        assert (hw.system.gpus, hw.domain_gpus) == (1, 1)
     else:
         assert (hw.system.gpus, hw.domain_gpus, hw.system.cpus) == (72, 72, 36)
         assert hw.system.cpu in {"grace", "vera"}
@@ -137,7 +140,7 @@ def test_hopper_has_no_fp4():
     assert hw.peak_flops("fp4") == hw.peak_flops("fp8") == 1979e12
 
 
-@pytest.mark.parametrize("name", SYSTEMS)
+@pytest.mark.parametrize("name", [s for s in SYSTEMS if load_hardware(s).domain_gpus > 1])
 def test_nvlink_bandwidth_matches_generation(name):
     hw = load_hardware(name)
     assert hw.nvlink.id == NVLINK_BY_ARCH[hw.gpu.architecture]
@@ -239,3 +242,16 @@ def test_hbm_capacity_is_the_usable_figure(name, reference_gpus):
         assert ours == pytest.approx(ref["hbm_capacity_usable_mib"] / 1024, abs=0.01)
     else:  # only the marketing GB figure: converted to GiB
         assert ours == pytest.approx(ref["hbm_capacity_gb"] * 1e9 / 2**30, abs=0.01)
+
+
+def test_thor_matches_reference_with_dense_from_sparse(reference_gpus):
+    """Thor's headline FP4/FP8 figures are sparse: the profile keeps half of them, the bandwidth and power as
+    published, and a single GPU without NVLink."""
+    ref = reference_gpus["jetson_agx_thor_t5000"]
+    gpu, hw = load_gpu("thor"), load_hardware("jetson-agx-thor")
+    assert gpu.dense_tflops["fp4"].value == ref["fp4_sparse_tflops"] / 2
+    assert gpu.dense_tflops["fp8"].value == pytest.approx(ref["fp8_sparse_tflops"] / 2, abs=1)
+    assert gpu.hbm_bandwidth_tbps.value == ref["memory_bandwidth_tbps"]
+    assert gpu.tdp_w.value == ref["tdp_w_max"]
+    assert gpu.hbm_capacity_gib.value < ref["memory_capacity_gb"] * 1e9 / 2**30  # unified: the CPU takes a share
+    assert (hw.num_gpus, hw.domain_gpus) == (1, 1)

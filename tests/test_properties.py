@@ -21,10 +21,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from gpusim.errors import InputError  # noqa: E402
 from gpusim.loadgen.metrics import add_latency_columns, summarize  # noqa: E402
-from gpusim.loadgen.workload import Workload  # noqa: E402
+from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload  # noqa: E402
 from gpusim.perf.step import BatchShape  # noqa: E402
 from gpusim.sim.cluster import Cluster, Pool  # noqa: E402
-from gpusim.sim.instance import PREFIX_BLOCK_TOKENS, Instance  # noqa: E402
+from gpusim.sim.instance import Instance  # noqa: E402
 from gpusim.specs.deployment import (  # noqa: E402
     MTP,
     AdpBalance,

@@ -75,8 +75,10 @@ def log_summary(summary: dict, requests: pd.DataFrame, checks: Checks, notes: di
     if summary.get("target_qps") is not None:
         lines.append(f"target_qps : {summary['target_qps']:g}")
     if checks.limits is not None:
-        lines += [f"ttft_latency (ns): {round(checks.limits[0] * 1e9)}",
-                  f"tpot_latency (ns): {round(checks.limits[1] * 1e9)}"]
+        lines += [f"{name}_latency (ns): {round(limit * 1e9)}"
+                  for name, limit in zip(("ttft", "tpot"), checks.limits, strict=True) if limit < float("inf")]
+    if checks.latency_limit_s is not None:
+        lines.append(f"target_latency (ns): {round(checks.latency_limit_s * 1e9)}")
     lines += [f"min_duration (ms): {round(checks.min_duration_s * 1e3)}",
               f"min_query_count : {checks.min_query_count}",
               f"samples issued : {checks.queries_issued}"]

@@ -92,14 +92,27 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df.columns else df
 
 
+PER_SAMPLE_UNITS = ("samples/s", "queries/s")
+
+
+def throughput(df: pd.DataFrame) -> tuple[pd.Series, str]:
+    """Each run's throughput in its benchmark's unit: MLPerf's `result` where the rows are scored per sample
+    (Qwen3-VL, Wan 2.2, DLRMv3 in one unit), else output tokens/s."""
+    units = set(df["result_unit"].dropna()) if "result_unit" in df else set()
+    if len(units) == 1 and units <= set(PER_SAMPLE_UNITS):
+        return df["result"].astype(float), units.pop()
+    return df["output_tokens_per_s"], "tokens/s"
+
+
 def scaling(df: pd.DataFrame, _: Path) -> Figure:
     """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems. The rate is
     each run's steady rate (after the warm-up, before the drain) where the results have it, so the curve shows
     the system rather than the tail of its longest requests."""
     df = ok_rows(df)
-    steady = "steady_output_tokens_per_s" in df and df["steady_output_tokens_per_s"].notna().all()
-    rate = "steady_output_tokens_per_s" if steady else "output_tokens_per_s"
-    df = df.assign(output_tokens_per_s=df[rate])
+    values, unit = throughput(df)
+    steady = (unit == "tokens/s" and "steady_output_tokens_per_s" in df
+              and df["steady_output_tokens_per_s"].notna().all())
+    df = df.assign(output_tokens_per_s=df["steady_output_tokens_per_s"] if steady else values)
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     effs = [1.0]
@@ -119,7 +132,8 @@ def scaling(df: pd.DataFrame, _: Path) -> Figure:
                            ha="center", fontsize=8, color=line.get_color())
     left.plot([], [], "k:", label="ideal (linear from the smallest size)")
     right.axhline(1.0, color="k", ls=":", label="ideal")
-    left.set(xlabel="GPUs", ylabel="steady output tokens/s" if steady else "output tokens/s", title="Throughput")
+    left.set(xlabel="GPUs", ylabel="steady output tokens/s" if steady else ("output " if unit == "tokens/s" else "")
+             + unit, title="Throughput")
     left.yaxis.set_major_formatter(TOKENS)
     right.set(xlabel="GPUs", ylabel="throughput(N) / (N · throughput(1))", title="Scaling efficiency",
               ylim=(min(0.9, min(effs) - 0.03), max(1.03, max(effs) + 0.03)))
@@ -139,6 +153,7 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
     width = 0.8 / len(scens)
     for row, bench in zip(axes, benches, strict=True):
         for ax, per_system in zip(row, (False, True), strict=True):
+            unit = throughput(df[df["benchmark"] == bench])[1]
             for j, scen in enumerate(scens):
                 sel = df[(df["benchmark"] == bench) & (df["scenario"] == scen)]
                 _bars(ax, sel, order, per_system, np.arange(len(order)) + (j - (len(scens) - 1) / 2) * width,
@@ -146,7 +161,8 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
             ax.set_xticks(range(len(order)), [_graded(h) for h in order], rotation=20, fontsize=8)
             ax.yaxis.set_major_formatter(TOKENS)
             ax.grid(axis="y", alpha=0.3)
-            ax.set_title(f"{bench}: output tokens/s {'per system (rack or 8-GPU node)' if per_system else 'per GPU'}",
+            what = "output tokens/s" if unit == "tokens/s" else unit
+            ax.set_title(f"{bench}: {what} {'per system (rack or 8-GPU node)' if per_system else 'per GPU'}",
                          fontsize=10)
             ax.margins(y=0.15)
             ax.set_ylim(bottom=0)
@@ -175,7 +191,8 @@ def _graded(hardware: str) -> str:
 def _bars(ax, sel: pd.DataFrame, order: list[str], per_system: bool, xs: np.ndarray, width: float,
           color: str, label: str) -> None:
     ok = ok_rows(sel)
-    values = (ok["output_tokens_per_s"] / ok["systems"]) if per_system else ok["output_tokens_per_s_per_gpu"]
+    rate = throughput(ok)[0]
+    values = rate / (ok["systems"] if per_system else ok["num_gpus"])
     top = ok.loc[values.groupby(ok["hardware"]).idxmax()] if len(ok) else ok
     best = values.groupby(ok["hardware"]).max()
     names = dict(zip(top["hardware"], top["deployment.name"], strict=True)) if "deployment.name" in top else {}
@@ -271,7 +288,7 @@ def point_labels(df: pd.DataFrame) -> list[str]:
 
 KINDS: dict[str, tuple[Callable[[pd.DataFrame, Path], Figure], list[str]]] = {
     "scaling": (scaling, ["hardware", "benchmark", "scenario", "systems", "num_gpus", "output_tokens_per_s"]),
-    "generations": (generations, ["hardware", "benchmark", "scenario", "systems", "output_tokens_per_s",
+    "generations": (generations, ["hardware", "benchmark", "scenario", "systems", "num_gpus", "output_tokens_per_s",
                                   "output_tokens_per_s_per_gpu"]),
     "pareto": (pareto, ["output_tokens_per_s_per_gpu", "tpot_p50_s"]),
     "latency-cdf": (latency_cdf, ["point_id", "requests_file"]),

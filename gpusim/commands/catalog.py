@@ -37,10 +37,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     import yaml
 
+    from gpusim.items import is_item, load_any_model
     from gpusim.specs.benchmark import load_benchmark
     from gpusim.specs.catalog import resolve
     from gpusim.specs.hardware import load_hardware
-    from gpusim.specs.model import load_model
 
     if args.yaml:
         print(resolve(_KINDS[args.kind], args.name, "command line", args.kind).read_text(), end="")
@@ -52,8 +52,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                "scaleout": hw.scaleout.model_dump(exclude_none=True),
                "derived": {k: round(v, 3) for k, v in hw.derived().items()}}
     elif args.kind == "model":
-        m = load_model(args.name)
-        doc = {**m.model_dump(exclude_none=True), "derived": {
+        m = load_any_model(args.name)
+        doc = m.model_dump(exclude_none=True) if is_item(m) else {**m.model_dump(exclude_none=True), "derived": {
             "total_params_b": round(m.total_params / 1e9, 2), "active_params_b": round(m.active_params / 1e9, 2),
             "kv_bytes_per_token_bf16": m.kv_bytes_per_token(2)}}
     elif args.kind == "benchmark":

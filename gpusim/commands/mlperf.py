@@ -17,7 +17,7 @@ from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.loading import validate
 from gpusim.submission import MlperfRun, load_experiment, mlperf_result, published_for
 
-SCENARIOS = ["offline", "server", "interactive"]
+SCENARIOS = ["offline", "server", "interactive", "singlestream"]
 PUBLISHED_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mlperf_calibration.csv"
 
 

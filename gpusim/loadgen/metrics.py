@@ -126,9 +126,12 @@ def _verdict(s: dict, limits: LatencyLimits | None) -> tuple[bool | None, str | 
             reasons.append("TTFT undefined: no first-token times")
         elif ttft > limits.ttft_s:
             reasons.append(f"TTFT constraint not met: p99 {ttft:.2f} s > {limits.ttft_s:.2f} s limit")
-        if math.isnan(tpot):
+        if math.isnan(tpot) and limits.tpot_s < math.inf:
             reasons.append("TPOT undefined: no request with >= 2 output tokens")
         elif tpot > limits.tpot_s:
             ms, limit_ms = tpot * 1e3, limits.tpot_s * 1e3
             reasons.append(f"TPOT constraint not met: p99 {ms:.1f} ms > {limit_ms:.1f} ms limit")
+        if limits.latency_s is not None and s["latency_p99_s"] > limits.latency_s:
+            p99, limit = s["latency_p99_s"], limits.latency_s
+            reasons.append(f"latency constraint not met: p99 {p99:.2f} s > {limit:.2f} s limit")
     return (False, "; ".join(reasons)) if reasons else (True, None)

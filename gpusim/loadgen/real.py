@@ -189,9 +189,12 @@ def run_loadgen(setup, scenario: str, out_dir: Path, qps: float | None = None, m
         settings.scenario = lg.TestScenario.Server
         settings.server_target_qps = qps
         settings.server_target_latency_percentile = 0.99
-        settings.server_target_latency_ns = 0
-        settings.ttft_latency = int(limits.ttft_s * 1e9)
-        settings.tpot_latency = int(limits.tpot_s * 1e9)
+        if limits.latency_s is not None:  # use_token_latencies = 0: LoadGen judges the end-to-end latency
+            settings.server_target_latency_ns = int(limits.latency_s * 1e9)
+        else:
+            settings.server_target_latency_ns = 0
+            settings.ttft_latency = int(limits.ttft_s * 1e9)
+            settings.tpot_latency = int(limits.tpot_s * 1e9)
         settings.min_query_count = bench.server_min_query_count
         capacity = int(qps * min_duration_s * 2 + 10 * np.sqrt(qps * min_duration_s) + 1000)
     else:

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy.special import betainc
 
 from gpusim.loadgen.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile
+from gpusim.loadgen.scenarios import SINGLESTREAM_MIN_QUERIES
 from gpusim.specs.benchmark import BenchmarkSpec
 
 CONFIDENCE = 0.99
@@ -108,8 +109,11 @@ class Checks:
     ttft_p99_s: float | None = None
     tpot_p99_s: float | None = None
     limits: tuple[float, float] | None = None
-    """(ttft_s, tpot_s) for Server/Interactive."""
+    """(ttft_s, tpot_s) for Server/Interactive (inf where the benchmark judges end-to-end latency only)."""
     early_stopping: list[EarlyStopping] = field(default_factory=list)
+    latency_p99_s: float | None = None
+    latency_limit_s: float | None = None
+    """The end-to-end p99 limit of a benchmark without token latencies (`use_token_latencies = 0`)."""
 
     @property
     def min_duration_met(self) -> bool:
@@ -128,8 +132,13 @@ class Checks:
         return self.limits is None or (self.tpot_p99_s is not None and self.tpot_p99_s <= self.limits[1])
 
     @property
+    def latency_met(self) -> bool:
+        return self.latency_limit_s is None or (self.latency_p99_s is not None
+                                                and self.latency_p99_s <= self.latency_limit_s)
+
+    @property
     def perf_constraints_met(self) -> bool:
-        return self.ttft_met and self.tpot_met
+        return self.ttft_met and self.tpot_met and self.latency_met
 
     @property
     def latency_margin(self) -> float | None:
@@ -138,6 +147,8 @@ class Checks:
         if self.limits is None or self.ttft_p99_s is None or self.tpot_p99_s is None:
             return None
         worst = max(self.ttft_p99_s / self.limits[0], self.tpot_p99_s / self.limits[1])
+        if self.latency_limit_s is not None and self.latency_p99_s is not None:
+            worst = max(worst, self.latency_p99_s / self.latency_limit_s)
         return math.log(worst) if worst > 0 else None
 
     @property
@@ -160,6 +171,9 @@ class Checks:
             if not self.tpot_met:
                 out.append(f"TPOT constrain not met: p99 {_ms(self.tpot_p99_s)} > {_ms(self.limits[1])} limit; "
                            "reduce target QPS to improve latency")
+            if not self.latency_met:
+                out.append(f"latency constrain not met: p99 {_ms(self.latency_p99_s)} > {_ms(self.latency_limit_s)} "
+                           "limit; reduce target QPS to improve latency")
         if not self.min_duration_met:
             what = "last scheduled query" if self.scenario in SERVER_LIKE else "max latency"
             out.append(f"min duration not met: {what} at {self.duration_s:.1f} s < {self.min_duration_s:.1f} s")
@@ -189,18 +203,21 @@ def check(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_is
     min_duration = bench.min_duration_s if min_duration_s is None else min_duration_s
     if scenario not in SERVER_LIKE:
         duration = float(df["completion_s"].max()) if len(df) else 0.0
-        return Checks(scenario, min_duration, duration, len(df), bench.offline_min_query_count)
+        least = bench.offline_min_query_count if scenario == "offline" else SINGLESTREAM_MIN_QUERIES
+        return Checks(scenario, min_duration, duration, len(df), least)
     limits = bench.limits(scenario)
     if limits is None:
         raise ValueError(f"{bench.id} has no {scenario} latency limits")
     duration = float(df["scheduled_s"].max()) if len(df) else 0.0
-    ttft, tpot = df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy()
-    early = [_early_stopping("TTFT", ttft, limits.ttft_s, issued),
-             _early_stopping("TPOT", tpot, limits.tpot_s, issued)]
+    ttft, tpot, e2e = df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy(), df["latency_s"].to_numpy()
+    judged = [("TTFT", ttft, limits.ttft_s), ("TPOT", tpot, limits.tpot_s), ("latency", e2e, limits.latency_s)]
+    early = [_early_stopping(m, v, limit, issued) for m, v, limit in judged if limit is not None and limit < math.inf]
     return Checks(scenario, min_duration, duration, issued, bench.server_min_query_count,
                   ttft_p99_s=_none_if_nan(loadgen_percentile(ttft, SERVER_PERCENTILE)),
-                  tpot_p99_s=_none_if_nan(loadgen_percentile(tpot, SERVER_PERCENTILE)),
-                  limits=(limits.ttft_s, limits.tpot_s), early_stopping=early)
+                  tpot_p99_s=_p99_or_unbounded(tpot, limits.tpot_s),
+                  limits=(limits.ttft_s, limits.tpot_s), early_stopping=early,
+                  latency_p99_s=_none_if_nan(loadgen_percentile(e2e, SERVER_PERCENTILE)),
+                  latency_limit_s=limits.latency_s)
 
 
 def verdict(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_issued: int | None = None,
@@ -213,6 +230,12 @@ def verdict(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_
 def _early_stopping(metric: str, values: np.ndarray, limit_s: float, issued: int) -> EarlyStopping:
     over = int(np.count_nonzero(values[~np.isnan(values)] > limit_s))
     return EarlyStopping(metric, limit_s, over, issued, early_stopping_min_queries(over))
+
+
+def _p99_or_unbounded(values: np.ndarray, limit_s: float) -> float | None:
+    """p99 of a token latency; 0 where it is undefined (single-token items) and unbounded by the benchmark."""
+    p99 = _none_if_nan(loadgen_percentile(values, SERVER_PERCENTILE))
+    return 0.0 if p99 is None and limit_s == math.inf else p99
 
 
 def _none_if_nan(v: float) -> float | None:

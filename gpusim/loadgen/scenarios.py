@@ -102,6 +102,15 @@ def server(
     return Workload.create(arrivals, isl, osl, name=f"{bench.id} server {qps:g} qps", source=_SOURCE)
 
 
+SINGLESTREAM_MIN_QUERIES = 100
+"""LoadGen's default min_query_count (test_settings.h); mlperf.conf sets none for SingleStream."""
+
+
+def single_stream_count(expected_qps: float, min_duration_s: float) -> int:
+    """Queries of a SingleStream run: enough one after another to pass the min duration, and at least 100."""
+    return max(SINGLESTREAM_MIN_QUERIES, math.ceil(min_duration_s * expected_qps))
+
+
 def single_stream(bench: BenchmarkSpec, seed: int, samples: int) -> Workload:
     """SingleStream: closed loop with one request outstanding, in equal-issue sample order."""
     _positive("samples", samples, required=True)

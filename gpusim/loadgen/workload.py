@@ -15,6 +15,10 @@ import numpy as np
 
 from gpusim.errors import InputError
 
+PREFIX_BLOCK_TOKENS = 512
+"""Tokens per hashed prompt block (`Workload.prefix_hashes`): the Mooncake traces' block, and the engine's
+prefix-cache block."""
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -29,7 +33,8 @@ class Workload:
     concurrency: int | None = None
     """Closed loop: keep this many requests outstanding. None: open loop on `arrival_s`."""
     prefix_hashes: list[tuple[int, ...]] | None = None
-    """Per request, the hashes of its prompt's 512-token blocks (Mooncake traces), for prefix caching."""
+    """Per request, the hashes of its prompt's blocks of `PREFIX_BLOCK_TOKENS` (Mooncake traces, agentic
+    sessions), for prefix caching."""
     name: str = "workload"
 
     def __len__(self) -> int:

@@ -9,6 +9,7 @@ does both in turn; a disaggregated deployment runs at the pace of its slower poo
 
 from __future__ import annotations
 
+from gpusim.perf.items import ItemCost
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 
@@ -35,6 +36,8 @@ def prefill_rate(cost: StepCostModel, dep: Deployment, isl: float) -> float:
 def instance_rate(role: str, cost: StepCostModel, kv_capacity_tokens: int, dep: Deployment,
                   isl: float, osl: float) -> float:
     """Requests per second one instance of `role` sustains: prefill and decode in turn when aggregated."""
+    if isinstance(cost, ItemCost):  # whole items (gpusim/perf/items.py): a full batch of the mean work
+        return cost.items_per_s(dep.max_batch_size, isl)
     p = prefill_rate(cost, dep, isl) if role != "decode" else float("inf")
     d = decode_rate(cost, kv_capacity_tokens, dep, isl, osl) if role != "prefill" else float("inf")
     return 1 / (1 / p + 1 / d)

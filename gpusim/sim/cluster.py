@@ -49,7 +49,8 @@ class Cluster:
 
     def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
                  router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None,
-                 dispatch_overhead_s: float = 0.0, handoff_overhead_s: float = 0.0) -> None:
+                 dispatch_overhead_s: float = 0.0, handoff_overhead_s: float = 0.0,
+                 encode_tokens: Callable[[int], int] | None = None) -> None:
         self.env = simpy.Environment()
         self.dispatch_overhead_s = dispatch_overhead_s
         """Front-end time (HTTP, tokenizer, scheduler) before an instance sees a request."""
@@ -64,14 +65,24 @@ class Cluster:
         self.placement: list[Placement] = self.topology.place(sizes)
         self.timeline = Timeline()
         self.instances: list[Instance] = []
+        self.encode_tokens = encode_tokens
+        """A VLM with its own encoder pool (role `encode`): the image tokens of a prompt of that many tokens."""
+        encoders: list[Instance] = []
         for pool in pools:
+            encode = pool.role == "encode"  # serves images whole, then hands the request to the LM
             for _ in range(pool.count):
-                self.instances.append(Instance(
+                inst = Instance(
                     self.env, len(self.instances), pool.cost, pool.kv_capacity_tokens, pool.deployment,
-                    self.records, self._on_complete, role=pool.role, handoff=self._handoff,
-                    timeline=self.timeline))
-        front = [i for i in self.instances if i.role != "decode"]
+                    self.records, self._on_complete, role="prefill" if encode else pool.role,
+                    handoff=self._encoded if encode else self._handoff, timeline=self.timeline)
+                self.instances.append(inst)
+                if encode:
+                    encoders.append(inst)
+        front = [i for i in self.instances if i.role != "decode" and i not in encoders]
         back = [i for i in self.instances if i.role == "decode"]
+        self.encode_router = make_router("least_loaded", encoders) if encoders else None
+        self._encoding: dict[int, Request] = {}
+        """Requests whose image an encoder instance holds, by id."""
         self.router = make_router(router, front)
         self.decode_router = make_router("least_loaded", back) if back else None
         self.issued = 0
@@ -119,12 +130,25 @@ class Cluster:
         rec = self.records
         rec.input_tokens[i], rec.output_tokens[i], rec.scheduled_s[i] = prompt, output, self.env.now
         req = Request(i, prompt, output, hashes)
+        if self.encode_router is not None:  # the image is encoded first, on the encoder pool
+            enc = Request(i, self.encode_tokens(prompt), 2)  # > 1 token: a prefill-role instance hands it on
+            self._encoding[i] = req
+            self.encode_router.pick(enc).submit(enc, self.dispatch_overhead_s)
+            return i
         inst = self.router.pick(req)
         rec.instance[i] = inst.index
         # the front end sits in system 0: dispatch to another system crosses the scale-out fabric
         remote = 0.0 if self.placement[inst.index].system == 0 else self.topology.scaleout_latency
         inst.submit(req, self.dispatch_overhead_s + remote)
         return i
+
+    def _encoded(self, src: Instance, enc: Request) -> None:
+        """An image is encoded: its request (the whole prompt, image tokens included) goes to the LM's router;
+        the encoder's output stays on the node (its transfer is not modelled)."""
+        req = self._encoding.pop(enc.id)
+        inst = self.router.pick(req)
+        self.records.instance[req.id] = inst.index
+        inst.submit(req)
 
     def _handoff(self, src: Instance, req: Request) -> None:
         """Move a prefilled request's KV cache to a decode instance over the fabric."""

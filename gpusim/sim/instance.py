@@ -27,6 +27,7 @@ from typing import Protocol
 import simpy
 
 from gpusim.errors import InputError
+from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS
 from gpusim.perf.step import BatchShape
 from gpusim.sim.gate import make_gate
 from gpusim.sim.kvcache import KVCache
@@ -37,9 +38,6 @@ from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.timeline import Timeline
 from gpusim.specs.deployment import Deployment, Role
-
-PREFIX_BLOCK_TOKENS = 512
-"""Prefix-cache block size: the block of the Mooncake traces' hash ids."""
 
 
 class StepCost(Protocol):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.specs.catalog import load_ref, names
+from gpusim.specs.diffusion import Generation
 
 
 class _Spec(BaseModel):
@@ -40,17 +42,40 @@ class LengthDistribution(_Spec):
 
 
 class LatencyLimits(_Spec):
-    """`mlperf.conf` token-latency limits of a Server-type scenario (p99)."""
+    """`mlperf.conf` latency limits of a Server-type scenario (p99): TTFT and TPOT for token-latency models,
+    or the end-to-end `latency_s` of a model with `use_token_latencies = 0` (Qwen3-VL, DLRMv3); an unset
+    token limit is unbounded."""
 
-    ttft_s: float
-    tpot_s: float
+    ttft_s: float = math.inf
+    tpot_s: float = math.inf
+    latency_s: float | None = None
     source: str
 
 
+class AgenticSessions(_Spec):
+    """Multi-turn agent sessions: a first prompt (system prompt, tool definitions, task), then `turns` − 1
+    more turns, each adding the previous answer and a new tool result or user message to the context; every
+    turn is a request over the whole context so far, whose earlier blocks the prefix cache may hold."""
+
+    turns: int = Field(ge=1, le=1000)
+    first_prompt: LengthDistribution
+    turn_tokens: LengthDistribution
+    """Tokens a turn adds besides the previous answer (a tool result, a user message)."""
+    prefix_cache: bool = True
+    """The rules let the engine reuse a session's earlier context (prefix caching across its turns)."""
+    source: str
+
+
+WorkloadKind = Literal["llm", "vlm", "diffusion", "recsys"]
+"""What a benchmark's requests are: token generation (a VLM's prompts carry image tokens), or items (a video,
+a recommendation query) each served whole by one engine step (docs/workloads.md)."""
+
+
 class BenchmarkSpec(_Spec):
-    """One MLPerf Inference LLM benchmark."""
+    """One MLPerf Inference benchmark."""
 
     id: str
+    kind: WorkloadKind = "llm"
     model: str
     dataset: str
     dataset_samples: int
@@ -68,6 +93,22 @@ class BenchmarkSpec(_Spec):
     """How the submissions serve it: LoadGen in process with the engine, or LoadGen driving HTTP serving
     endpoints; a deployment that does not set `frontend` runs this way."""
     frontend_source: str | None = None
+    software: str | None = None
+    """The serving stack its submissions run (a software profile), where one stack serves them all; validation
+    uses it over the round's rule (`software_source`)."""
+    software_source: str | None = None
+    text_tokens: float | None = Field(None, gt=0)
+    """VLM: mean text tokens of a prompt; the rest of `input_tokens` are image tokens (`text_tokens_source`)."""
+    text_tokens_source: str | None = None
+    samples_per_request: int = Field(1, ge=1)
+    """LoadGen samples one engine request carries: a recommender's SUT batches user queries into fixed model
+    batches (`samples_per_request_source`), and the engine serves each batch as one request."""
+    samples_per_request_source: str | None = None
+    generation: Generation | None = None
+    agentic: AgenticSessions | None = None
+    """Multi-turn agent traffic (the edge agentic scenario): requests are turns of sessions with growing
+    context (`gpusim/loadgen/agentic.py`); `input_tokens` then only sizes a mean prompt."""
+    """Diffusion: what one request generates (resolution, frames, denoising steps, guidance)."""
     source: str
 
     def limits(self, scenario: str) -> LatencyLimits | None:

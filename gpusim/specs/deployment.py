@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from gpusim.specs.hardware import Dtype
 
-Role = Literal["aggregated", "prefill", "decode"]
-"""What a pool of instances does: serve whole requests, or only their prefill or their decode."""
+Role = Literal["aggregated", "prefill", "decode", "encode"]
+"""What a pool of instances does: serve whole requests, only their prefill or their decode, or encode a
+VLM's images before its language model (`gpusim.items.encoder_pool`)."""
 
 
 class Parallelism(BaseModel):
@@ -142,6 +143,11 @@ class Serving(BaseModel):
     v6 submissions serve DeepSeek-R1 and GPT-OSS (LoadGen drives HTTP endpoints); it adds the software
     profile's front-end constants, `request_overhead_ms` per request and `host_seq_us` per sequence per
     step. Unset: the benchmark's `frontend` (how its submissions serve it)."""
+    vision_encoder_gpus: int | None = Field(None, ge=1)
+    """A vision-language model's encoder on its own pool of this many GPUs (one-GPU instances) in front of
+    the language model, as vLLM + Dynamo submissions run it; None: on the language model's GPUs."""
+    embedding_cache_hit_rate: float | None = Field(None, ge=0, le=1)
+    """A recommender's share of remote embedding rows found in a GPU cache (no fabric traffic); None: 0."""
 
 
 class Deployment(Serving, Parallelism):

@@ -84,7 +84,7 @@ class SystemSpec(_Spec):
     scaleout: str
     power_kw: Sourced
     """Power of the whole system at full load (rack or node), kW."""
-    form_factor: Literal["hgx", "rack"]
+    form_factor: Literal["hgx", "rack", "edge"]
     source: str | None = None
 
     _positive = field_validator("power_kw")(positive)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.hardware import Dtype
+from gpusim.specs.vision import VisionEncoder
 
 Size = Annotated[int, Field(ge=1, le=10**7)]
 """A width, a head count, a layer count: at least one, and not astronomically many."""
@@ -98,6 +99,8 @@ class ModelSpec(_Spec):
     linear_attention: LinearAttention | None = None
     attention_output_gate: bool = False
     """Full attention gates its output by a sigmoid of a second query-sized projection (Qwen3.5)."""
+    vision: VisionEncoder | None = None
+    """The vision encoder of a vision-language model (its cost: gpusim/perf/vision.py)."""
     tied_embeddings: bool = False
     mtp_layers: Count = 0
     """Multi-token-prediction modules (DeepSeek-V3: one extra MoE layer plus a projection)."""

@@ -29,15 +29,15 @@ from pathlib import Path
 from gpusim.analysis.published import PublishedRow, RowUnsupported, map_row
 from gpusim.best import find_best
 from gpusim.build import prepare
-from gpusim.deploy import default_deployment, rule_deployment
+from gpusim.deploy import default_for, rule_deployment
 from gpusim.errors import InputError
+from gpusim.items import load_workload_model
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_imap
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.deployment import AnyDeployment, deployment_type
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
-from gpusim.specs.model import load_model
 from gpusim.specs.software import software_names
 from gpusim.validate.csvfile import read_checked_csv
 
@@ -68,11 +68,21 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
+def software_for_row(row: PublishedRow) -> tuple[str, str]:
+    """(software profile, note): the benchmark's own serving stack where it names one (its submissions all
+    run it, e.g. vLLM for Qwen3-VL), else the round's (`software_for_round`)."""
+    named = load_benchmark(row.benchmark).software
+    if named is not None and named in software_names():
+        return named, f"{row.benchmark} is served with {named}"
+    return software_for_round(row.round)
+
+
 def base_deployment(hw: Hardware, benchmark: str, gpus: int, software: str,
                     scenario: str | None = None) -> AnyDeployment:
     """The search's starting point: the default deployment with `software`, on at most `gpus` GPUs."""
-    model = load_model(load_benchmark(benchmark).model)
-    dep = default_deployment(hw, model, scenario)
+    bench = load_benchmark(benchmark)
+    model = load_workload_model(bench)
+    dep = default_for(hw, bench, model, scenario)
     if gpus < hw.num_gpus and dep.mode != "aggregated":  # a slice of a system keeps to aggregated instances
         dep = rule_deployment(hw, model)
     update: dict = {"software": software}
@@ -130,7 +140,7 @@ def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, worke
             row_out["status"] = f"unsupported: {exc}"
             mapped.append((row_out, None, "", ""))
             continue
-        software, note = software_for_round(row.round)
+        software, note = software_for_row(row)
         jobs.setdefault(_key(row, software), (row, software, duration_s, timing))
         mapped.append((row_out, row, software, note))
     log = out / "searches.jsonl" if out is not None else None
