@@ -30,3 +30,12 @@ def test_both_pages_it_writes_hold_a_measured_table():
     speed = _speed()
     assert {p.name for p in speed.DOCS} == {"speed.md", "README.md"}
     assert all(any(line.startswith("| run |") for line in p.read_text().splitlines()) for p in speed.DOCS)
+
+
+def test_the_table_says_whether_each_target_is_met():
+    speed = _speed()
+    fast = {"target": "rack", "wall_s": 10.0, "simulated_s": 600.0}
+    slow = {"target": "rack", "wall_s": 61.0, "simulated_s": 1200.0}
+    assert speed.verdict(fast).endswith("met (10.0 s)")
+    assert "MISSED (30.5 s)" in speed.verdict(slow)
+    assert "MISSED" in speed.verdict({"target": "azure", "wall_s": 1.2}) and speed.verdict({"target": ""}) == "-"
