@@ -1,6 +1,6 @@
 """gpusim's silicon errors beside NVIDIA AIConfigurator 0.12.0's, configuration by configuration.
 
-    gpusim validate silicon ../shared/reference/silicon_sample.csv --held-out --out out/silicon
+    gpusim validate silicon --held-out --out out/silicon
     python benchmarks/aic_compare.py out/silicon/rows.csv [--baseline ../shared/reference/aic_baseline.md]
 
 The baseline (`aic_baseline.md`, Appendix A) gives AIC's TTFT and TPOT MAPE per exact configuration

@@ -1,4 +1,4 @@
-"""Offline predictions beside the published MLPerf results of ../shared/reference/mlperf_calibration.csv.
+"""Offline predictions beside the published MLPerf results shipped in gpusim/validate/data/mlperf_calibration.csv.
 
     python benchmarks/mlperf_check.py [--round v6.1] [--max-gpus 8]
 
@@ -22,8 +22,9 @@ from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.benchmark import benchmark_names, load_benchmark
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
+from gpusim.validate.datasets import MLPERF_CSV
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mlperf_calibration.csv"
+CSV = MLPERF_CSV
 
 
 def predict_offline(hardware: str, systems: int, gpus: int, benchmark: str) -> float:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from gpusim.analysis.published import map_system
 from gpusim.cli import main
+from gpusim.errors import InputError
 from gpusim.validate.errors import (
     error_stats,
     first_wave_weights,
@@ -546,3 +548,20 @@ def test_an_mlperf_validation_writes_each_search_as_it_finishes_and_resumes(tmp_
     again = validate_mlperf(csv, duration_s=20, out=out)
     assert len(searched) == 1  # only the search the torn line lost
     assert [r["predicted"] for r in again["rows"]] == [r["predicted"] for r in first["rows"]]
+
+
+def test_the_shipped_mlperf_results_are_the_reference_file_and_parse(shared_dir) -> None:
+    from gpusim.analysis.published import read_published
+    from gpusim.validate.datasets import MLPERF_CSV
+
+    assert MLPERF_CSV.read_bytes() == (shared_dir / "reference" / "mlperf_calibration.csv").read_bytes()
+    assert len(read_published(MLPERF_CSV)) > 60
+
+
+def test_without_a_path_or_the_extra_the_silicon_sample_is_one_clear_error(monkeypatch) -> None:
+    from gpusim.validate import datasets
+
+    monkeypatch.setattr(datasets, "aic_data_dir", lambda: None)
+    assert datasets.silicon_path(Path("x.csv"), "path") == Path("x.csv")
+    with pytest.raises(InputError, match=r"path.*aiconfigurator-core"):
+        datasets.silicon_path(None, "path")

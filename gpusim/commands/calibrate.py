@@ -8,9 +8,7 @@ from pathlib import Path
 
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
-
-DEFAULT_SILICON = Path("..") / "shared" / "reference" / "silicon_sample.csv"  # the data of docs/accuracy.md
-DEFAULT_MLPERF = Path("..") / "shared" / "reference" / "mlperf_calibration.csv"
+from gpusim.validate.datasets import MLPERF_CSV, silicon_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--profile", default="trtllm", help="software profile to write (hardware_profiles/software/)")
     c.add_argument("--backend", help="silicon/kernel-table backend to fit on (default: the profile id's stem)")
     c.add_argument("--start", help="profile to start from (default: --profile itself)")
-    c.add_argument("--silicon", type=Path, default=DEFAULT_SILICON, help="silicon sample CSV")
+    c.add_argument("--silicon", type=Path, help="silicon sample CSV (default: the one aiconfigurator-core ships)")
     c.add_argument("--train-sample", type=int, default=120, help="training rows the engine runs (seeded)")
     c.add_argument("--held-out-sample", type=int, help="held-out rows to validate on (default: all of them)")
     c.add_argument("--max-rows", type=int, default=800, help="kernel-table rows per family and system")
@@ -29,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
                                          "(--round) instead of fitting")
     c.add_argument("--round", default="v5.1", help="MLPerf round of the older generation (--derive-from)")
-    c.add_argument("--mlperf", type=Path, default=DEFAULT_MLPERF,
+    c.add_argument("--mlperf", type=Path, default=MLPERF_CSV,
                    help="published MLPerf results: their Offline rows that run with --profile join the fit "
                         "(and --derive-from takes its ratio from them)")
     c.add_argument("--no-mlperf", action="store_true", help="fit on the silicon sample alone")
@@ -49,6 +47,7 @@ def _cmd(args: argparse.Namespace) -> int:
     start = args.start or args.profile
     if start not in software_names():
         raise InputError("command line", "profile", f"no software profile {start!r} (valid: {software_names()})")
+    args.silicon = silicon_path(args.silicon, "--silicon")
     for path, flag in ((args.silicon, "--silicon"), (None if args.no_mlperf else args.mlperf, "--mlperf")):
         if path is not None and not path.is_file():
             raise InputError(str(path), flag, "no such file")

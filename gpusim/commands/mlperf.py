@@ -16,9 +16,9 @@ from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.specs.loading import validate
 from gpusim.submission import MlperfRun, load_experiment, mlperf_result, published_for
+from gpusim.validate.datasets import MLPERF_CSV
 
 SCENARIOS = ["offline", "server", "interactive", "singlestream"]
-PUBLISHED_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mlperf_calibration.csv"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also run the real MLPerf LoadGen against the simulated system in real time")
     m.add_argument("--min-duration", dest="min_duration_s", type=float, default=600.0,
                    help="LoadGen's min duration in real seconds for --loadgen (default 600)")
-    m.add_argument("--published", type=Path, default=PUBLISHED_CSV,
+    m.add_argument("--published", type=Path, default=MLPERF_CSV,
                    help="published results CSV to compare experiments with (compare only)")
     m.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     m.set_defaults(func=_cmd_mlperf)

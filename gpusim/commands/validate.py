@@ -10,6 +10,7 @@ from pathlib import Path
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+from gpusim.validate.datasets import MLPERF_CSV, silicon_path
 from gpusim.validate.runner import WAVES
 
 SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions")
@@ -19,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("validate", help="compare predictions with measured data (silicon sample, MLPerf results)")
     vs = v.add_subparsers(dest="target", required=True)
     s = vs.add_parser("silicon", help="closed-loop rows (silicon_sample.csv): TTFT and TPOT error per partition")
-    s.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/silicon_sample.csv")
+    s.add_argument("path", type=Path, nargs="?", help="measured rows shaped like the silicon sample (default: the one "
+                   "aiconfigurator-core ships; docs/accuracy.md)")
     s.add_argument("--json", action="store_true", help="print exactly one JSON object")
     s.add_argument("--sample", type=int, help="validate a seeded random sample of N rows")
     s.add_argument("--seed", type=int, default=0, help="seed of --sample")
@@ -34,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--report", type=Path, help="write DIR/README.md and scatter plots per partition")
     s.set_defaults(func=_cmd_silicon)
     m = vs.add_parser("mlperf", help="published MLPerf rows (mlperf_calibration.csv): predicted / published")
-    m.add_argument("path", type=Path, help="CSV shaped like ../shared/reference/mlperf_calibration.csv")
+    m.add_argument("path", type=Path, nargs="?", default=MLPERF_CSV, help="published results shaped like "
+                   "gpusim/validate/data/mlperf_calibration.csv (default: that file, shipped with gpusim)")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
     m.add_argument("--out", type=Path, help="append each finished search to DIR/searches.jsonl and resume from it; "
@@ -56,8 +59,9 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise InputError("command line", name, f"must be > 0, got {value}")
     _check_timing(args.timing)
-    result = validate_silicon(args.path, args.sample, max(1, args.workers), args.seed, args.held_out, args.waves,
-                              args.timing)
+    given = f" {args.path}" if args.path is not None else ""
+    result = validate_silicon(silicon_path(args.path, "path"), args.sample, max(1, args.workers), args.seed,
+                              args.held_out, args.waves, args.timing)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.rows_csv.to_csv(args.out / "rows.csv", index=False)
@@ -68,7 +72,7 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
             f" --timing {args.timing}" if args.timing != "roofline" else "")
         title = "Silicon validation" + (f" (timing: {args.timing})" if args.timing != "roofline" else "")
         write_report(args.report, result.table, result.summary, title,
-                     f"gpusim validate silicon {args.path}{sample} --report {args.report}")
+                     f"gpusim validate silicon{given}{sample} --report {args.report}")
     s = result.summary
     if args.json:
         print(json.dumps({k: s[k] for k in SILICON_JSON_KEYS}))
