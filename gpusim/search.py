@@ -9,15 +9,18 @@ Short runs, then a full one: a bisection step simulates `search_duration_s` of a
 twice the longest latency a valid request can have (TTFT limit + mean output × TPOT limit), at
 least 60 s, at most the full duration — and judges it by every LoadGen rule with that duration as
 the min duration. The peak is then confirmed by one run of the full duration (600 s, or `--duration`);
-if that run is INVALID the bisection continues below it with full-duration runs.
+if that run is INVALID, full-duration runs walk down to the flip (`walk_to_flip`). Every search run stops
+once it can only be INVALID (`gpusim.simulation.InvalidStop`), so INVALID runs are cheap and VALID ones
+are the cost: the walk comes down from the INVALID side.
 
 Deployment search (`search_deployments`): `candidate_deployments` lists every layout (TP, PP, EP,
 attention DP, weights precision, batch and token budgets; instances fill the hardware) that fits in
 memory; an analytic screen (`expected_qps`, microseconds each) ranks them; the best budget variant of
-each of the top `screen` layouts gets a coarse peak search (bracket ±10%); the top `finalists` are
-refined to ±5%; the winner is bisected to `rel_tol` and confirmed at full duration. Candidates are
-ranked by the completed tokens/s at their peak. Offline has no rate to search: each of the top `screen`
-layouts runs its full-duration Offline run, and the highest tokens/s wins. The deployment the search
+each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate gets a coarse peak search
+(bracket ±10%; a lone contender goes straight to its peak search), candidates are ranked by the completed
+tokens/s at their coarse peak, and the winner's full-duration walk starts from its coarse peak.
+Offline has no rate to search: each contender runs LoadGen's minimum (600 s), the best `finalists` the full
+duration, and the highest tokens/s wins. The deployment the search
 starts from (the default, or `--deployment`) is always simulated too, so the search never returns a
 worse one.
 """
@@ -83,18 +86,22 @@ class Trial:
 
 
 def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: float | None = None,
-          seed: int = 0, samples: int | None = None) -> Trial:
+          seed: int = 0, samples: int | None = None, stop_when_invalid: bool = False) -> Trial:
     """Simulate one run and judge it; `duration_s` (default: the benchmark's 600 s) is also the min duration.
 
-    Offline without `samples` issues LoadGen's count for that min duration.
+    Offline without `samples` issues LoadGen's count for that min duration. `stop_when_invalid` (a search
+    that needs the verdict alone) ends a Server-like run once it can only be INVALID (`InvalidStop`).
     """
     bench, min_duration = setup.bench, duration_s or setup.bench.min_duration_s
     hw = setup.hardware
     spec = RunSpec(hardware=hw.system.id, systems=hw.systems, oversubscription=hw.oversubscription,
                    benchmark=bench.id, model=setup.model.id, scenario=scenario, qps=qps,
                    deployment=setup.deployment, duration_s=duration_s, samples=samples, seed=seed)
-    result = run_setup(setup, spec, lambda: expected_qps(setup, scenario, seed))
-    checks = rules.check(result.requests, bench, scenario, result.summary["issued_requests"], min_duration)
+    result = run_setup(setup, spec, lambda: expected_qps(setup, scenario, seed), stop_when_invalid)
+    queries = result.summary["issued_requests"]
+    checks = rules.check(result.requests, bench, scenario, queries, min_duration)
+    if (stop := result.summary["stopped"]) is not None:
+        checks = rules.stopped(checks, stop["overlatency"], queries, stop["last_arrival_s"], stop["at_s"])
     result.summary.update(valid=checks.valid, invalid_reason=checks.reason)
     return Trial(qps, result, checks)
 
@@ -242,26 +249,35 @@ def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable
 CAPACITY_SLACK = 0.02
 """An overloaded full run's served rate (`served_qps`) reads up to ~1% under what a run just below capacity
 sustains (B200 Llama 2 70B Server: 326.4-326.8 QPS served at 330.6-351 offered, 327.4 VALID, 330.6 INVALID):
-rates this far above it count as INVALID without a run."""
-CAPACITY_STEPS = 2
-"""...and the full-length bisection starts this many grid steps below that: a queue that grows for a whole
-submission-length run fails the TTFT limit, so the peak lies just below the capacity."""
+the full-length walk goes down to this far above it (`walk_to_flip`)."""
 
 
 def served_qps(t: Trial) -> float | None:
     """The request rate an overloaded run sustained in its steady window (steady output tokens/s over the mean
     output of its requests); None when it was not overloaded (it kept up with its arrivals)."""
-    s = t.result.summary
-    rate, mean_osl = s.get("steady_output_tokens_per_s"), t.result.requests["output_tokens"].mean()
+    s, stop = t.result.summary, t.result.summary["stopped"]
+    if stop is not None:  # a stopped run: its completions are the early, short ones; the engine's own count
+        rate, mean_osl = stop["served_tokens_per_s"], stop["mean_output_tokens"]
+    else:
+        rate, mean_osl = s.get("steady_output_tokens_per_s"), t.result.requests["output_tokens"].mean()
     if not rate or not mean_osl or t.qps is None:
         return None
     served = rate / mean_osl
     return served if served < t.qps else None
 
 
-def _on_grid(factor: float, grid: float) -> float:
-    """`factor` rounded to a whole number of grid steps (at least one)."""
-    return grid ** min(-1, round(math.log(factor) / math.log(grid))) if factor < 1 else factor
+def _served_below(run: Callable[[float], Trial | None], q: float) -> float | None:
+    """For an INVALID rate `q` (its trial `run(q)`): the rate that run served plus `CAPACITY_SLACK` (the flip lies
+    below it), if it was overloaded."""
+    t = run(q)
+    served = served_qps(t) if t is not None else None
+    return None if served is None else served * (1 + CAPACITY_SLACK)
+
+
+def _stopped(run: Callable[[float], Trial | None], q: float) -> bool:
+    """Whether the run at `q` was stopped once doomed (`InvalidStop`): runs just above it are cheap too."""
+    t = run(q)
+    return t is not None and t.result.summary["stopped"] is not None
 
 
 @dataclass
@@ -279,118 +295,109 @@ class PeakResult:
 
 
 def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, rel_tol: float = 0.01,
-             confirm: bool = True, start: float | None = None, bracket: tuple[float, float] | None = None,
-             log: Log = _quiet, latencies: float = 2.0, grid: float | None = None,
-             hint: float | None = None) -> PeakResult:
-    """The highest Poisson QPS whose run is VALID: short-run bisection, then a full-duration confirmation.
+             confirm: bool = True, start: float | None = None, log: Log = _quiet, latencies: float = 2.0,
+             grid: float | None = None, hint: float | None = None) -> PeakResult:
+    """The highest Poisson QPS whose run is VALID: short-run bisection, then full-duration runs to the flip.
 
-    Short runs last `latencies` mean valid latencies (`search_duration_s`). A `hint` (a peak found before on
-    the same grid, e.g. a shipped searched default's) skips the short runs: the search runs at full length
-    from it, two runs when the peak has not moved."""
+    Short runs last `latencies` mean valid latencies (`search_duration_s`). At full duration `walk_to_flip`
+    starts from the short runs' peak and ends on a VALID rate whose neighbour up is INVALID, both run at full
+    length, so any start finds the same peak. A `hint` (a peak found before on the same grid: a coarse ranking
+    search's, a shipped searched default's) skips the short runs: two full-length runs when it is right."""
     full = duration_s or setup.bench.min_duration_s
     short = search_duration_s(setup.bench, scenario, full, seed, latencies)
-    trials: dict[float, Trial] = {}
-    margins: dict[tuple[float, float], float | None] = {}
+    step = grid or 1 + rel_tol
+    trials: dict[tuple[float, float], Trial] = {}
 
     def judged(q: float, d: float) -> bool:
-        t = trial(setup, scenario, q, d, seed)
-        trials[q], margins[q, d] = t, t.checks.latency_margin
+        t = trial(setup, scenario, q, d, seed, stop_when_invalid=True)
+        trials[q, d] = t
         verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
         log(f"  {setup.deployment.name}: {q:,.2f} QPS, {d:.0f} s → {verdict}")
         return t.valid
 
     def margin(d: float) -> Callable[[float], float | None]:
-        return lambda q: margins.get((q, d))
+        # a stopped run's percentiles are of its early completions: no margin to interpolate on
+        return lambda q: None if (t := trials.get((q, d))) is None or t.checks.stopped_s is not None \
+            else t.checks.latency_margin
+
+    def at_full(start_q: float) -> PeakSearch:
+        def run(q: float) -> Trial | None:
+            return trials.get((q, full))
+
+        return walk_to_flip(start_q, lambda q: judged(q, full), step, below=partial(_served_below, run),
+                            cheap=partial(_stopped, run), margin=margin(full))
+
+    def result(search: PeakSearch, runs: int, confirmed: bool) -> PeakResult:
+        d = full if confirmed else short
+        at = trials.get((search.peak, d)) or trials[search.lowest_invalid, d]
+        above = trials.get((search.lowest_invalid, d))
+        return PeakResult(setup, at, search, above.checks.reason if above else None,
+                          confirmed and search.peak > 0, runs)
 
     if hint is not None:
-        search = _peak_from(hint, lambda q: judged(q, full), rel_tol, grid or 1 + rel_tol, margin(full))
-        if search.peak <= 0:
-            return PeakResult(setup, trials[search.lowest_invalid], search,
-                              trials[search.lowest_invalid].checks.reason, False, len(search.tried))
-        return PeakResult(setup, trials[search.peak], search, trials[search.lowest_invalid].checks.reason, True,
-                          len(search.tried))
-
+        search = at_full(hint)
+        return result(search, len(search.tried), True)
     est = start if start is not None else expected_qps(setup, scenario, seed) or 1.0
-    lo, hi = bracket or (None, None)
-    if lo is not None and not judged(lo, short):  # a bracket from shorter runs: its low end must hold here
-        lo, hi, est = None, None, lo * 0.8
-    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, lo, hi, growth=GROWTH, grid=grid,
+    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, growth=GROWTH, grid=grid,
                            margin=margin(short))
-    runs = len(search.tried) + (bracket is not None)
-    if search.peak <= 0:
-        return PeakResult(setup, trials[search.lowest_invalid], search, trials[search.lowest_invalid].checks.reason,
-                          False, runs)
-    limit = trials[search.lowest_invalid].checks.reason if search.lowest_invalid in trials else None
-    if search.peak not in trials:
-        judged(search.peak, short)
-    if not confirm:
-        return PeakResult(setup, trials[search.peak], search, limit, False, runs)
-    if short < full or search.peak not in trials:
-        runs += 1
-        if not judged(search.peak, full):  # the short runs were too lenient: search again at full duration
-            failed = [trials[search.peak]]
-
-            def judged_full(q: float) -> bool:
-                ok = judged(q, full)
-                failed.extend([] if ok else [trials[q]])
-                return ok
-
-            hi, lo, walked = _full_length_bracket(failed[0], grid or 1 + rel_tol, judged_full)
-            runs += walked
-            if lo is None:
-                return PeakResult(setup, failed[-1], search, failed[-1].checks.reason, False, runs)
-            below = find_peak_qps(judged_full, lo, rel_tol, lo=lo, hi=hi, grid=grid, margin=margin(full))
-            runs += len(below.tried)
-            search = PeakSearch(below.peak, below.lowest_invalid, search.tried + below.tried)
-            limit = min(failed, key=lambda t: t.qps).checks.reason
-    return PeakResult(setup, trials[search.peak], search, limit, True, runs)
+    if search.peak <= 0 or not confirm:
+        return result(search, len(search.tried), False)
+    flip = at_full(search.peak)
+    return result(PeakSearch(flip.peak, flip.lowest_invalid, search.tried + flip.tried),
+                  len(search.tried) + len(flip.tried), True)
 
 
 HINT_GROWTH = 1.05
-"""A hinted search that finds its hint's neighbour on the wrong side moves on in steps of this factor."""
+"""A full-length walk that finds only VALID rates moves up in steps of this factor."""
 
 
-def _peak_from(hint: float, valid: Callable[[float], bool], rel_tol: float, grid: float,
-               margin: Callable[[float], float | None] | None = None) -> PeakSearch:
-    """The peak next to `hint` on the grid: the hint and its neighbour up (VALID, INVALID: two runs) when the
-    verdict flips there, else LoadGen's bracketing and bisection from the neighbour in `HINT_GROWTH` steps
-    (each rate judged once)."""
-    seen: dict[float, bool] = {}
-
-    def once(q: float) -> bool:
-        if q not in seen:
-            seen[q] = valid(q)
-        return seen[q]
-
+def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
+                 seen: dict[float, bool] | None = None, below: Callable[[float], float | None] | None = None,
+                 cheap: Callable[[float], bool] | None = None,
+                 margin: Callable[[float], float | None] | None = None) -> PeakSearch:
+    """The adjacent pair of grid rates where the verdict flips (VALID, then INVALID one step up), each rate judged
+    once, starting at `first` (and the verdicts already `seen`): while only VALID rates are known, up in
+    `HINT_GROWTH` steps; while only INVALID ones, down to `below(q)` of the lowest (the capacity an overloaded
+    run served, under which the flip lies) or else in `WALK_DOWN` steps (one step from the start, or while those
+    runs are `cheap`). Inside a bracket it probes down from the
+    INVALID end while its runs are `cheap` (stopped as soon as they were doomed, `InvalidStop`: a VALID run is
+    the expensive one), else where the `margin`s cross or halfway. A right `first` costs two runs."""
     ratio = math.log(grid)
-    k = round(math.log(hint) / ratio)
-    at, up = math.exp(k * ratio), math.exp((k + 1) * ratio)
-    if once(at) and not once(up):
-        return PeakSearch(at, up, list(seen.items()))
-    start = up if seen[at] else math.exp((k - 1) * ratio)
-    found = find_peak_qps(once, start, rel_tol, growth=HINT_GROWTH, grid=grid, margin=margin)
-    return PeakSearch(found.peak, found.lowest_invalid, list(seen.items()))
+    known = {round(math.log(q) / ratio): ok for q, ok in (seen or {}).items()}
+    tried: list[tuple[float, bool]] = []
 
+    def rate(k: int) -> float:
+        return math.exp(k * ratio)
 
-def _full_length_bracket(failed: Trial, grid: float, valid: Callable[[float], bool]
-                         ) -> tuple[float, float | None, int]:
-    """(INVALID, VALID, runs): full-length rates below a failed full run, on the search's grid. When that run
-    was overloaded, the grid point at or above the rate it served (plus `CAPACITY_SLACK`) counts as INVALID
-    without a run and the search tries `CAPACITY_STEPS` below it; otherwise, and
-    while that fails, it walks down by `WALK_DOWN`. The VALID end is None when nothing above 1e-3 QPS holds."""
-    ratio = math.log(grid)
-    hi, k = failed.qps, round(math.log(failed.qps) / ratio)
-    walk = max(1, round(-math.log(WALK_DOWN) / ratio))
-    served = served_qps(failed)
-    if served is not None and (top := math.ceil(math.log(served * (1 + CAPACITY_SLACK)) / ratio - 1e-9)) < k:
-        hi, k = math.exp(top * ratio), top
-    k -= CAPACITY_STEPS if served is not None else walk
-    runs = 1
-    while not valid(math.exp(k * ratio)):
-        hi, k, runs = math.exp(k * ratio), k - walk, runs + 1
-        if math.exp(k * ratio) < 1e-3:
-            return hi, None, runs
-    return hi, math.exp(k * ratio), runs
+    def under(k: int) -> int | None:  # the grid point at or above the rate `below` names for INVALID k
+        q = below(rate(k)) if below is not None else None
+        return None if q is None else math.ceil(math.log(q) / ratio - 1e-9)
+
+    up, walk = (max(1, round(f / ratio)) for f in (math.log(HINT_GROWTH), -math.log(WALK_DOWN)))
+    k = round(math.log(first) / ratio)
+    while True:
+        if k not in known:
+            known[k] = valid(rate(k))
+            tried.append((rate(k), known[k]))
+        lo = max((i for i, ok in known.items() if ok), default=None)
+        hi = min((i for i, ok in known.items() if not ok and (lo is None or i > lo)), default=None)
+        if lo is not None and hi is not None and hi - lo == 1:
+            return PeakSearch(rate(lo), rate(hi), tried)
+        first_move = len(known) == 1  # from the start, its neighbour first
+        if hi is None:
+            k = lo + (1 if first_move else up)
+        elif lo is None:
+            if rate(hi) < 1e-3:
+                return PeakSearch(0.0, rate(hi), tried)
+            if (u := under(hi)) is not None:
+                k = min(hi - 1, u)
+            else:
+                k = hi - (1 if first_move or (cheap is not None and cheap(rate(hi))) else walk)
+        elif cheap is not None and cheap(rate(hi)):
+            k = max(lo + 1, min(hi - 1, u)) if (u := under(hi)) is not None else hi - 1
+        else:
+            x = _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0}) if margin is not None else None
+            k = (lo + hi) // 2 if x is None else x
 
 
 # ---- deployment search --------------------------------------------------------------------------
@@ -503,6 +510,9 @@ class SearchResult:
     """Candidates that fit and went through the analytic screen."""
 
 
+SCREEN_KEEP = 0.85
+"""Layouts the analytic screen puts under this share of the best estimate are not simulated: the screen's
+estimates lie within about ±15% of the simulated peaks (docs/comparisons.md measures it on every search)."""
 SHORT_OFFLINE_S = 600.0
 """Offline contenders are first ranked on runs sized for LoadGen's minimum duration (a quarter of a
 submission-length run); the best `finalists` then run the full length they report."""
@@ -511,7 +521,8 @@ submission-length run); the best `finalists` then run the full length they repor
 def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
               gpus: int | None = None) -> tuple[list[Ranked], int]:
     """The analytic screen: every candidate that fits, ranked by its steady-state estimate; the best variant
-    of each of the top `screen` layouts, the starting deployment, and (Offline) their balanced variants."""
+    of each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate, the starting deployment, and
+    (Offline) their balanced variants."""
     est: list[Ranked] = []
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
         dep = dep.model_copy(update={"software": base.deployment.software})
@@ -525,6 +536,8 @@ def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
     est.sort(key=lambda r: -r.estimate_qps)
     short, seen = [], set()
     for r in est:
+        if r.estimate_qps < SCREEN_KEEP * est[0].estimate_qps:
+            break
         if _layout(r.setup.deployment) not in seen:
             seen.add(_layout(r.setup.deployment))
             short.append(r)
@@ -550,6 +563,11 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
     contenders, screened = shortlist(base, scenario, seed, screen, gpus)
     log(f"search: {screened} deployments fit; simulating the top {len(contenders)} (with the given one)")
     full = duration_s or base.bench.min_duration_s
+    if scenario in rules.SERVER_LIKE and len(contenders) == 1:  # nothing to rank: the one contender's peak
+        win = contenders[0]
+        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, start=win.estimate_qps, log=log)
+        _require_valid(win, base)
+        return SearchResult(win.peak, contenders, screened)
     if scenario in rules.SERVER_LIKE:
         job = partial(_coarse_peak, scenario=scenario, full=full, seed=seed, grid=1 + rel_tol)
         for r, peak in zip(contenders, parallel_map(job, [(r.setup, r.estimate_qps) for r in contenders], workers),
@@ -558,11 +576,9 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
             _log_peak(log, peak)
         contenders.sort(key=lambda r: -_tokens_per_s(r.peak))
         win = contenders[0]
-        if win.peak.search.peak <= 0:
-            raise InputError("command line", "search", f"no simulated deployment of {base.model.id} on "
-                             f"{base.hardware.id} is VALID at any QPS")
-        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, bracket=(win.peak.search.peak,
-                            win.peak.search.lowest_invalid), log=log)
+        _require_valid(win, base)
+        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, log=log, hint=win.peak.search.peak)
+        _require_valid(win, base)
         return SearchResult(win.peak, contenders, screened)
     short = min(full, SHORT_OFFLINE_S)
     stages = [(short, contenders), (full, None)] if short < full else [(full, contenders)]
@@ -597,6 +613,12 @@ def _coarse_peak(job: tuple[Setup, float], scenario: str, full: float, seed: int
 
 def _offline_trial(setup: Setup, scenario: str, duration_s: float, seed: int) -> Trial:
     return trial(setup, scenario, None, duration_s, seed)
+
+
+def _require_valid(win: Ranked, base: Setup) -> None:
+    if win.peak.search.peak <= 0:
+        raise InputError("command line", "search", f"no simulated deployment of {base.model.id} on "
+                         f"{base.hardware.id} is VALID at any QPS")
 
 
 def _log_peak(log: Log, p: PeakResult) -> None:

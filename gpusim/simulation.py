@@ -23,7 +23,8 @@ from gpusim.loadgen.workload import Workload
 from gpusim.perf.step import StepCostModel
 from gpusim.perf.table_step import TableTimer
 from gpusim.sim.cluster import SimStats
-from gpusim.specs.benchmark import BenchmarkSpec
+from gpusim.sim.records import Records
+from gpusim.specs.benchmark import BenchmarkSpec, LatencyLimits
 from gpusim.specs.experiment import RunSpec
 
 
@@ -40,14 +41,68 @@ class Result:
     """Where the time of a typical decode step and prefill chunk goes (gpusim.analysis.activity)."""
 
 
-def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
+@dataclass
+class InvalidStop:
+    """A stop rule for runs judged for their verdict alone (the peak-QPS search): a Server-like run ends as
+    soon as more of its requests are past the TTFT limit, or have completed over the TPOT limit, than early
+    stopping allows for its query count (`rules.max_overlatency`); no later event can make it VALID, and an
+    overloaded run spends most of its simulated time after that point."""
+
+    limits: LatencyLimits
+    allowed: int
+    every_s: float
+    """How often it is asked, in simulated seconds: twice the TTFT limit, at most ~240 times a run."""
+    warm_s: float
+    """A request's latency at the limits (TTFT + mean output × TPOT): the engine has reached its operating point
+    after about this long, and the served rate means something from there on."""
+    overlatency: dict[str, int] = field(default_factory=dict)
+    """Requests past each limit (TTFT, TPOT) when last asked."""
+    produced: list[tuple[float, float]] = field(default_factory=list)
+    """(time, output tokens produced by then) at each ask."""
+
+    @classmethod
+    def for_run(cls, bench: BenchmarkSpec, scenario: str, workload: Workload) -> InvalidStop | None:
+        limits = bench.limits(scenario) if scenario in SERVER_LIKE else None
+        if limits is None or not limits.ttft_s < float("inf") or not len(workload):
+            return None
+        osl = float(np.mean(workload.output_tokens))
+        per_token = limits.tpot_s if limits.tpot_s < float("inf") else 0.0
+        return cls(limits, rules.max_overlatency(len(workload)),
+                   max(2 * limits.ttft_s, float(workload.arrival_s.max()) / 240),
+                   max(limits.ttft_s + osl * per_token, limits.latency_s or 0.0))
+
+    def __call__(self, records: Records, now_s: float) -> bool:
+        self.produced.append((now_s, records.produced_tokens))
+        self.overlatency["TTFT"] = rules.ttft_overlatency(records.scheduled_s, records.first_token_s, now_s,
+                                                          self.limits.ttft_s)
+        if self.limits.tpot_s < float("inf"):
+            self.overlatency["TPOT"] = rules.tpot_overlatency(records.first_token_s, records.completion_s,
+                                                              records.output_tokens, self.limits.tpot_s)
+        return max(self.overlatency.values()) > self.allowed
+
+    def served_tokens_per_s(self) -> float | None:
+        """The output rate over the second half of the run so far, what an overloaded engine sustains; None
+        when that half began before the engine was warm (`warm_s`)."""
+        (t0, n0), (t1, n1) = self.produced[(len(self.produced) - 1) // 2], self.produced[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 and t0 >= self.warm_s else None
+
+
+def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], stop_when_invalid: bool = False
+              ) -> Result:
     """Simulate `spec`'s workload on a prepared setup (searches reuse one setup's step-time cache); a
-    SingleStream run is sized by the latency of one request (`Setup.single_stream_qps`)."""
+    SingleStream run is sized by the latency of one request (`Setup.single_stream_qps`). With
+    `stop_when_invalid` a Server-like run ends once it can only be INVALID (`InvalidStop`); its summary's
+    `stopped` then says when, how many requests were past the TTFT limit and when its last query arrives."""
     if spec.scenario == "singlestream":  # one request in flight: sized by the latency of one, not a full batch
         expected_qps = partial(setup.single_stream_qps, spec.seed)
     workload = build_workload(spec, setup.bench, expected_qps)
-    records, stats, wall = setup.simulate(workload)
+    stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
+    records, stats, wall = setup.simulate(workload, stop)
     summary = summarize_run(spec, setup, workload, records, stats, wall)
+    summary["stopped"] = None if stats.stopped_s is None else {
+        "at_s": stats.stopped_s, "overlatency": stop.overlatency,
+        "last_arrival_s": float(workload.arrival_s.max()), "served_tokens_per_s": stop.served_tokens_per_s(),
+        "mean_output_tokens": float(np.mean(workload.output_tokens))}
     return Result(summary=summary, requests=records, stats=stats,
                   timeline=timeline_frame(stats, summary["kv_capacity_tokens_per_instance"], summary["simulated_s"]),
                   steps=typical_steps(setup.pools[-1], stats, workload))
@@ -153,4 +208,4 @@ def _plain(d: dict) -> dict:
     return out
 
 
-__all__ = ["Result", "build_workload", "conformance", "run_setup", "summarize_run"]
+__all__ = ["InvalidStop", "Result", "build_workload", "conformance", "run_setup", "summarize_run"]

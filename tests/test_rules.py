@@ -97,3 +97,25 @@ def test_server_rates_use_the_final_scheduled_query_as_loadgen_does():
     samples, tokens = loadgen_rates(df, "server")
     assert tokens == pytest.approx(33 / 3.0) and samples == pytest.approx(2 / 3.0)
     assert loadgen_rates(df, "offline")[1] == pytest.approx(33 / 10.0)
+
+
+@pytest.mark.parametrize("queries", [500, 1_000, 24_000, 842_000])
+def test_max_overlatency_is_the_most_early_stopping_allows(queries):
+    t = rules.max_overlatency(queries)
+    assert rules.early_stopping_min_queries(t) <= queries < rules.early_stopping_min_queries(t + 1)
+    assert t < 0.01 * queries  # stricter than the p99 alone
+
+
+def test_ttft_overlatency_counts_late_first_tokens_and_requests_still_waiting_past_the_limit():
+    nan = float("nan")
+    scheduled = np.array([0.0, 0.0, 1.0, 5.0, nan])
+    first = np.array([0.5, 3.0, nan, nan, nan])  # on time, late, waiting 4 s, waiting 0 s, not issued
+    assert rules.ttft_overlatency(scheduled, first, 5.0, 2.0) == 2
+
+
+def test_tpot_overlatency_counts_completed_requests_over_the_limit_only():
+    nan = float("nan")
+    first = np.array([0.0, 0.0, 0.0, 0.0])
+    done = np.array([1.0, 3.0, nan, 9.0])  # 10 tokens: TPOT 0.11, 0.33, running, single token
+    tokens = np.array([10, 10, 10, 1])
+    assert rules.tpot_overlatency(first, done, tokens, 0.2) == 1

@@ -7,8 +7,8 @@ import pytest
 from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
 from gpusim.search import (
+    SCREEN_KEEP,
     _layout,
-    _peak_from,
     balanced,
     candidate_deployments,
     expected_qps,
@@ -16,7 +16,9 @@ from gpusim.search import (
     latency_bound_qps,
     peak_qps,
     search_deployments,
+    shortlist,
     trial,
+    walk_to_flip,
 )
 from gpusim.specs.model import load_model
 
@@ -102,9 +104,24 @@ def test_moe_candidates_include_attention_dp_and_expert_parallelism():
 
 def test_search_returns_a_valid_best_among_the_ranked():
     sr = search_deployments(SMALL, "server", duration_s=10.0, screen=2, finalists=1, rel_tol=0.05)
-    assert sr.best.trial.valid and len(sr.ranked) in (2, 3)  # two screened layouts, and the default unless screened
+    short, _ = shortlist(SMALL, "server", screen=2)
+    assert sr.best.trial.valid
+    assert sorted(r.setup.deployment.name for r in sr.ranked) == sorted(r.setup.deployment.name for r in short)
     assert any(r.setup.deployment == SMALL.deployment for r in sr.ranked)
     assert sr.best.setup.deployment.name == sr.ranked[0].setup.deployment.name
+
+
+def test_the_screen_simulates_only_layouts_near_the_best_estimate():
+    """Layouts the analytic screen puts more than `SCREEN_KEEP` under the best are not simulated (the starting
+    deployment always is)."""
+    short, _ = shortlist(SMALL, "server", screen=5)
+    top = max(r.estimate_qps for r in short)
+    screened = [r for r in short if r.setup.deployment != SMALL.deployment]
+    assert short and all(r.estimate_qps >= SCREEN_KEEP * top for r in screened)
+    kept = {r.setup.deployment.name for r in short}
+    below = [d for d in candidate_deployments(SMALL.hardware, SMALL.model, SMALL.bench, "server")
+             if d.name not in kept]
+    assert any(expected_qps(SMALL.with_deployment(d, d.name), "server") < SCREEN_KEEP * top for d in below)
 
 
 def test_disaggregated_and_mtp_candidates_where_the_rules_allow():
@@ -167,7 +184,8 @@ def test_the_offline_search_runs_attention_dp_contenders_with_and_without_the_ba
 
 
 def test_offline_contenders_are_ranked_by_the_full_run_they_report():
-    sr = search_deployments(SMALL, "offline", duration_s=240.0, screen=2)  # longer than the old 120 s ranking runs
+    start = SMALL.with_deployment(rule_deployment(SMALL.hardware, SMALL.model))  # competes beside the screened
+    sr = search_deployments(start, "offline", duration_s=240.0, screen=2)  # longer than the old 120 s ranking runs
     rates = [r.peak.trial.tokens_per_s for r in sr.ranked]
     assert len(rates) >= 2 and rates == sorted(rates, reverse=True)
     assert sr.best is sr.ranked[0].peak and sr.best.confirmed
@@ -214,12 +232,53 @@ def test_the_analytic_screen_agrees_with_the_simulated_steady_rate_on_small_case
     assert max(est, key=est.get) == max(sim, key=sim.get)  # the screen ranks the best first
 
 
-@pytest.mark.parametrize("hint", [37.0, 37.3 / 1.01 ** 3, 37.3 * 1.12, 30.0])
-def test_a_hinted_peak_search_ends_where_a_fresh_one_does(hint):
+@pytest.mark.parametrize("hint", [37.0, 37.3 / 1.01 ** 3, 37.3 * 1.12, 30.0, 60.0])
+def test_a_walk_from_any_start_ends_where_a_fresh_search_does(hint):
     calls = []
     fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
-    s = _peak_from(hint, lambda q: calls.append(q) or q <= 37.3, 0.01, 1.01)
+    s = walk_to_flip(hint, lambda q: calls.append(q) or q <= 37.3, 1.01)
     assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
     assert len(calls) == len(set(calls))  # each rate judged once
     if abs(hint / fresh.peak - 1) < 0.005:
-        assert len(calls) == 2  # the hint and its neighbour up
+        assert len(calls) == 2  # the start and its neighbour up
+
+
+def test_a_walk_over_cheap_invalid_runs_meets_one_valid_rate_only():
+    """Where INVALID runs are cheap (stopped once doomed), the walk comes down from the INVALID side: of the rates
+    it judges, only the peak is VALID; a capacity named by `below` takes it there at once."""
+    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
+    for below, most in ((None, 12), (lambda q: 37.9, 4)):
+        calls: list[float] = []
+        s = walk_to_flip(41.0, lambda q, calls=calls: calls.append(q) or q <= 37.3, 1.01, seen={41.0: False},
+                         below=below, cheap=lambda q: True)
+        assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+        assert [q for q in calls if q <= 37.3] == [s.peak] and len(calls) <= most
+
+
+def test_a_walk_below_a_capacity_that_reads_low_still_finds_the_flip():
+    """`below` only says where to look: a capacity that reads under the peak costs runs, not the answer."""
+    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
+    s = walk_to_flip(41.0, lambda q: q <= 37.3, 1.01, below=lambda q: 30.0, cheap=lambda q: True)
+    assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+
+
+def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
+    """An overloaded Server run judged for its verdict alone ends when more requests are past the TTFT limit than
+    early stopping allows; the full run is INVALID too, and the rate the engine served by then is what the full
+    run sustains (none is given when it stopped before the engine was warm). A VALID run is never stopped."""
+    one = SMALL.with_deployment(SMALL.deployment.model_copy(update={"instances": 1}))
+    over = 1.02 * expected_qps(one, "server")  # the analytic capacity
+    doomed = trial(one, "server", over, 900.0, stop_when_invalid=True)
+    whole = trial(one, "server", over, 900.0)
+    assert not doomed.valid and not whole.valid
+    stop = doomed.result.summary["stopped"]
+    assert stop is not None and stop["at_s"] < 900.0 and doomed.checks.stopped_s == stop["at_s"]
+    assert "early stopping not met" in doomed.checks.reason and "run stopped" in doomed.checks.reason
+    assert doomed.result.summary["wall_s"] < whole.result.summary["wall_s"]
+    assert stop["served_tokens_per_s"] == pytest.approx(whole.result.summary["steady_output_tokens_per_s"], rel=0.05)
+    early = trial(one, "server", 3 * over, 900.0, stop_when_invalid=True).result.summary["stopped"]
+    assert early["at_s"] < stop["at_s"] and early["served_tokens_per_s"] is None
+    ok = trial(SMALL, "server", qps=50.0, duration_s=60.0, stop_when_invalid=True)
+    plain = trial(SMALL, "server", qps=50.0, duration_s=60.0)
+    assert ok.valid and ok.result.summary["stopped"] is None
+    assert ok.result.summary["output_tokens_per_s"] == plain.result.summary["output_tokens_per_s"]

@@ -18,7 +18,7 @@ Definitions follow MLPerf Inference `loadgen/early_stopping.cc` and `loadgen/res
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import numpy as np
@@ -71,6 +71,37 @@ def early_stopping_min_queries(overlatency: int, percentile: float = SERVER_PERC
     return hi + t
 
 
+@cache
+def max_overlatency(queries: int, percentile: float = SERVER_PERCENTILE) -> int:
+    """Most samples over a latency limit that a run of `queries` queries can have and still pass early stopping:
+    the largest t with `early_stopping_min_queries(t) ≤ queries` (-1 when not even t = 0 passes)."""
+    if early_stopping_min_queries(0, percentile) > queries:
+        return -1
+    lo, hi = 0, max(1, queries)  # min_queries(t) > t, so t = queries never passes
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if early_stopping_min_queries(mid, percentile) <= queries:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def ttft_overlatency(scheduled_s: np.ndarray, first_token_s: np.ndarray, now_s: float, limit_s: float) -> int:
+    """Requests whose TTFT is already known to exceed `limit_s` at time `now_s`: those whose first token came
+    later than the limit, and those still waiting for it past the limit (their TTFT can only grow)."""
+    waited = np.where(np.isnan(first_token_s), now_s, first_token_s) - scheduled_s
+    return int(np.count_nonzero(waited > limit_s))
+
+
+def tpot_overlatency(first_token_s: np.ndarray, completion_s: np.ndarray, output_tokens: np.ndarray,
+                     limit_s: float) -> int:
+    """Completed requests whose TPOT (LoadGen's: decode time over output tokens − 1) exceeds `limit_s`."""
+    steps = output_tokens - 1
+    done = ~np.isnan(completion_s) & (steps > 0)
+    return int(np.count_nonzero((completion_s[done] - first_token_s[done]) / steps[done] > limit_s))
+
+
 @dataclass(frozen=True)
 class EarlyStopping:
     """Early stopping on one latency array (TTFT or TPOT)."""
@@ -114,6 +145,9 @@ class Checks:
     latency_p99_s: float | None = None
     latency_limit_s: float | None = None
     """The end-to-end p99 limit of a benchmark without token latencies (`use_token_latencies = 0`)."""
+    stopped_s: float | None = None
+    """A run stopped once its verdict could only be INVALID (`stopped`): when. Its percentiles are those of the
+    requests completed by then."""
 
     @property
     def min_duration_met(self) -> bool:
@@ -182,6 +216,8 @@ class Checks:
         out.extend(f"{e.metric} early stopping not met: {e.overlatency} samples over {_ms(e.limit_s)}, "
                    f"{e.queries_issued} queries issued, {e.min_queries} needed"
                    for e in self.early_stopping if not e.met)
+        if self.stopped_s is not None:
+            out.append(f"run stopped at {self.stopped_s:,.0f} s, when no later query could make it VALID")
         return out
 
     @property
@@ -218,6 +254,19 @@ def check(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_is
                   limits=(limits.ttft_s, limits.tpot_s), early_stopping=early,
                   latency_p99_s=_none_if_nan(loadgen_percentile(e2e, SERVER_PERCENTILE)),
                   latency_limit_s=limits.latency_s)
+
+
+def stopped(checks: Checks, overlatency: dict[str, int], queries: int, last_arrival_s: float,
+            stopped_s: float) -> Checks:
+    """The verdict of a Server-like run stopped at `stopped_s`, when `overlatency[metric]` of its `queries`
+    requests were already past that limit (TTFT, TPOT), one of them more than early stopping allows
+    (`max_overlatency`): `checks` (of the requests completed by then) with those early-stopping counts, the run's
+    own query count and its last arrival."""
+    limit = {"TTFT": checks.limits[0], "TPOT": checks.limits[1]}
+    early = [EarlyStopping(m, limit[m], t, queries, early_stopping_min_queries(t)) for m, t in overlatency.items()]
+    early += [e for e in checks.early_stopping if e.metric not in overlatency]
+    return replace(checks, queries_issued=queries, duration_s=last_arrival_s, early_stopping=early,
+                   stopped_s=stopped_s)
 
 
 def verdict(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_issued: int | None = None,

@@ -41,6 +41,8 @@ class SimStats:
     prefix_hit_rate: float | None
     timeline: Timeline | None = None
     """Engine activity over time (batch, KV, queue, tokens), binned."""
+    stopped_s: float | None = None
+    """The simulated time a stop rule ended the run at, before every request completed (`Cluster.run`)."""
 
 
 class Cluster:
@@ -86,13 +88,30 @@ class Cluster:
         self.router = make_router(router, front)
         self.decode_router = make_router("least_loaded", back) if back else None
         self.issued = 0
+        self.stopped_s: float | None = None
+        """When `run`'s stop rule ended the run before every request completed (None: it ran to the end)."""
         self.completion_hooks: list[Callable[[Request], None]] = []
 
-    def run(self) -> Records:
-        """Simulate until every request has completed."""
+    def run(self, stop: Callable[[Records, float], bool] | None = None, every_s: float = 10.0) -> Records:
+        """Simulate until every request has completed, or until `stop(records, now)`, asked every `every_s`
+        simulated seconds, says the run has decided what it was run for (`stopped_s` is then its time)."""
         self.env.process(self._source())
-        self.env.run()
+        if stop is None:
+            self.env.run()
+            return self.records
+        over = self.env.event()
+        self.env.process(self._watch(stop, every_s, over))
+        self.env.run(until=over)
         return self.records
+
+    def _watch(self, stop: Callable[[Records, float], bool], every_s: float,
+               over: simpy.Event) -> Generator[simpy.Event, object, None]:
+        while self.records.completed < len(self.workload):
+            yield self.env.timeout(every_s)
+            if self.records.completed < len(self.workload) and stop(self.records, self.env.now):
+                self.stopped_s = self.env.now
+                break
+        over.succeed()
 
     def stats(self) -> SimStats:
         caches = [i.prefix for i in self.instances if i.prefix is not None]
@@ -104,6 +123,7 @@ class Cluster:
             roles=[i.role for i in self.instances],
             prefix_hit_rate=sum(c.hits_tokens for c in caches) / looked if looked else None,
             timeline=self.timeline,
+            stopped_s=self.stopped_s,
         )
 
     def _source(self) -> Generator[simpy.Event, object, None]:

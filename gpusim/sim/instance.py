@@ -376,6 +376,7 @@ class Instance:
     # ---- applying a step's results ------------------------------------------------------------
     def _advance(self, steps: int) -> None:
         grown = len(self.decoding) * steps * self.rate
+        self.records.produced_tokens += grown
         self.step += steps
         self.steps_run += max(steps, 1)
         self.ctx_sum += grown
@@ -390,6 +391,7 @@ class Instance:
             self.prefilling.remove(req)
             ctx = req.prefill_target
             req.generated += 1
+            self.records.produced_tokens += 1
             if req.generated == 1:
                 self.records.first_token_s[req.id] = now
             if req.generated >= req.output:

@@ -26,6 +26,9 @@ class Records:
         self.kv_transfer_s = np.zeros(n)
         self.completed = 0
         self.generated_tokens = 0
+        """Output tokens of the completed requests."""
+        self.produced_tokens = 0.0
+        """Output tokens produced so far, finished requests or not (first tokens and decode steps)."""
 
     def frame(self) -> pd.DataFrame:
         """The finished requests as a DataFrame with `REQUEST_COLUMNS`."""
