@@ -1,6 +1,6 @@
 """Generation comparisons on the searched default deployments, beside published ratios (compare only).
 
-    python benchmarks/comparisons.py gpusim/validate/data/mlperf_calibration.csv [--out docs/comparisons.md]
+    python benchmarks/comparisons.py reference/mlperf_calibration.csv [--out docs/comparisons.md]
 
 Reads the shipped searched defaults (`hardware_profiles/defaults/`, written by `gpusim defaults --write`: each
 entry is the deployment search's winner at 2,400 s with the v6 TensorRT-LLM profile) and writes one page:

@@ -1,4 +1,4 @@
-"""Offline predictions beside the published MLPerf results shipped in gpusim/validate/data/mlperf_calibration.csv.
+"""Offline predictions beside the published MLPerf results shipped in reference/mlperf_calibration.csv.
 
     python benchmarks/mlperf_check.py [--round v6.1] [--max-gpus 8]
 

@@ -8,7 +8,7 @@
    (samples = 1.1 × 2,400 s × the expected QPS, as LoadGen sizes a run as long as submitters run).
 2. The same rack, DeepSeek-R1 Server at 100 QPS on its searched default (600 s).
 3. The first 1,000 requests of the Azure 2023 conversation trace on one 8-GPU H100 system serving
-   Llama-2-70B (needs ../shared/traces; skipped when absent).
+   Llama-2-70B (reference/traces/, source and licence in reference/README.md).
 4. Run 1 with `timing="table"` (kernel times from the measured tables; needs the calibration extra,
    skipped without it).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import gpusim
 from gpusim.perf.kernel_tables import aic_data_dir
 
-AZURE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+AZURE = Path(__file__).resolve().parents[1] / "reference" / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
 
 RACK_TARGET_S = 30.0

@@ -31,6 +31,7 @@ def test_the_wheel_ships_every_profile_and_module(wheel):
     assert len(shipped) > 40 and package_data
     assert [f for f in shipped if f not in names] == []
     assert [f for f in modules + package_data if f not in names] == []
+    assert not [f for f in names if f.endswith(".csv")]  # published results stay in the repository's reference/
 
 
 def test_the_wheel_carries_the_one_version(wheel):

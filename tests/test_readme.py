@@ -13,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-SHARED = ROOT.parent / "shared"
 
 
 HEADLINE = "## Install and run"
@@ -39,19 +38,15 @@ def is_slow(line: str) -> bool:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    """A scratch folder that sees the repository's experiments/ and ../shared as the README's root does."""
-    base = tmp_path_factory.mktemp("readme")
-    work = base / "repo"
+    """A scratch folder that sees the repository's experiments/ and reference/ as the README's root does."""
+    work = tmp_path_factory.mktemp("readme") / "repo"
     work.mkdir()
-    (work / "experiments").symlink_to(ROOT / "experiments")
-    if SHARED.is_dir():
-        (base / "shared").symlink_to(SHARED)
+    for d in ("experiments", "reference"):
+        (work / d).symlink_to(ROOT / d)
     return work
 
 
 def run(line: str, cwd: Path) -> str:
-    if "../shared" in line and not (cwd.parent / "shared").exists():
-        pytest.skip("../shared is absent")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(["bash", "-c", line.split("  #")[0]], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=1800)

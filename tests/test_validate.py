@@ -550,7 +550,7 @@ def test_an_mlperf_validation_writes_each_search_as_it_finishes_and_resumes(tmp_
     assert [r["predicted"] for r in again["rows"]] == [r["predicted"] for r in first["rows"]]
 
 
-def test_the_shipped_mlperf_results_are_the_reference_file_and_parse(shared_dir) -> None:
+def test_the_repositorys_mlperf_results_are_the_reference_file_and_parse(shared_dir) -> None:
     from gpusim.analysis.published import read_published
     from gpusim.validate.datasets import MLPERF_CSV
 

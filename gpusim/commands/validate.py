@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_cmd_silicon)
     m = vs.add_parser("mlperf", help="published MLPerf rows (mlperf_calibration.csv): predicted / published")
     m.add_argument("path", type=Path, nargs="?", default=MLPERF_CSV, help="published results shaped like "
-                   "gpusim/validate/data/mlperf_calibration.csv (default: that file, shipped with gpusim)")
+                   "reference/mlperf_calibration.csv (default: that file, in a clone of the repository)")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
     m.add_argument("--workers", type=int, default=2, help="processes searching rows in parallel")
     m.add_argument("--out", type=Path, help="append each finished search to DIR/searches.jsonl and resume from it; "
