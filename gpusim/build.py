@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
 
 import pandas as pd
 
@@ -27,22 +26,13 @@ from gpusim.perf.memory import plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import StepCostModel
 from gpusim.perf.table_step import table_step_model
-from gpusim.sim.cluster import Cluster, Pool, SimStats
-from gpusim.sim.records import Records
+from gpusim.sim.cluster import Cluster, Pool, SimStats, StopRule
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import AnyDeployment, Deployment
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import ModelSpec
-
-
-class StopRule(Protocol):
-    """Asked during a run whether it has decided what it was run for (`gpusim.simulation.InvalidStop`)."""
-
-    every_s: float
-
-    def __call__(self, records: Records, now_s: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -102,11 +92,11 @@ class Setup:
                        handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode)
 
     def simulate(self, workload: Workload, stop: StopRule | None = None) -> tuple[pd.DataFrame, SimStats, float]:
-        """Run `workload` to completion, or until `stop` ends it (`Cluster.run`, asked every `stop.every_s`):
-        (per-request records of the completed requests, engine counters, wall seconds)."""
+        """Run `workload` to completion, or until `stop` ends it (`Cluster.run`): (per-request records of the
+        completed requests, engine counters, wall seconds)."""
         started = time.perf_counter()
         cluster = self.cluster(workload)
-        records = cluster.run(stop, stop.every_s if stop is not None else 0.0).frame()
+        records = cluster.run(stop).frame()
         return records, cluster.stats(), time.perf_counter() - started
 
 

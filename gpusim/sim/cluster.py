@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Protocol
 
 import simpy
 
@@ -16,6 +17,15 @@ from gpusim.sim.router import make_router
 from gpusim.sim.timeline import Timeline
 from gpusim.sim.topology import Placement, Topology
 from gpusim.specs.deployment import Deployment, Role
+
+
+class StopRule(Protocol):
+    """Asked every `every_s` simulated seconds whether a run has decided what it was run for
+    (`gpusim.simulation.InvalidStop`)."""
+
+    every_s: float
+
+    def __call__(self, records: Records, now_s: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -92,22 +102,21 @@ class Cluster:
         """When `run`'s stop rule ended the run before every request completed (None: it ran to the end)."""
         self.completion_hooks: list[Callable[[Request], None]] = []
 
-    def run(self, stop: Callable[[Records, float], bool] | None = None, every_s: float = 10.0) -> Records:
-        """Simulate until every request has completed, or until `stop(records, now)`, asked every `every_s`
-        simulated seconds, says the run has decided what it was run for (`stopped_s` is then its time)."""
+    def run(self, stop: StopRule | None = None) -> Records:
+        """Simulate until every request has completed, or until `stop(records, now)` says the run has decided
+        what it was run for (`stopped_s` is then its time)."""
         self.env.process(self._source())
         if stop is None:
             self.env.run()
             return self.records
         over = self.env.event()
-        self.env.process(self._watch(stop, every_s, over))
+        self.env.process(self._watch(stop, over))
         self.env.run(until=over)
         return self.records
 
-    def _watch(self, stop: Callable[[Records, float], bool], every_s: float,
-               over: simpy.Event) -> Generator[simpy.Event, object, None]:
+    def _watch(self, stop: StopRule, over: simpy.Event) -> Generator[simpy.Event, object, None]:
         while self.records.completed < len(self.workload):
-            yield self.env.timeout(every_s)
+            yield self.env.timeout(stop.every_s)
             if self.records.completed < len(self.workload) and stop(self.records, self.env.now):
                 self.stopped_s = self.env.now
                 break
