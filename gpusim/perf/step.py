@@ -13,6 +13,9 @@ the busiest attention-DP rank (each rank has its own host process). It adds to t
 silicon sample's gpt-oss TP1/TP2/TP4 sweeps the step time above the kernels grows by the same time per
 sequence whatever the TP, which neither a GPU term (it would shrink with TP) nor a max(GPU, host)
 overlap (it would vanish at TP1) reproduces.
+The power limit: where the GPU profile gives the tensor cores' energy per FLOP (`tensor_pj_per_flop`), a
+step takes at least its tensor-core joules over the TDP, max(kernels, Σ FLOPs · J/FLOP / TDP), before the
+host work: a GPU whose kernels would draw more lowers its clocks (docs/design.md: The power limit).
 GEMM efficiency depends on the compute precision (bf16/fp8/fp4) and, for grouped MoE GEMMs, on the
 profile's `moe_efficiency` of that precision times i / (i + moe_inter_half) for experts i wide on a GPU
 (small experts fill tiles poorly); dense NVFP4 GEMMs stream their weights at the profile's
@@ -72,6 +75,7 @@ class StepBreakdown:
 
     total_s: float
     compute_s: float
+    """Compute-bound kernels, and the power limit's stretch of the step (by_op `power_limit`)."""
     memory_s: float
     communication_s: float
     overhead_s: float
@@ -135,6 +139,16 @@ class StepCostModel:
         self._verify = 1 + self._depth
         self._layers = model.num_layers
 
+        # The power limit: tensor-core joules of a step over the TDP bound its time from below.
+        self._joules = hardware.tensor_joules_per_flop()
+        self._power_w = hardware.gpu.tdp_w.value
+        self._joule_cache: dict[int, float] = {}
+        self._rank_joule_cache: dict[int, float] = {}
+        if self._joules:
+            self._pair_j = a.prefill_flops_per_pair * self._joules[a.dtype]
+            self._kv_j = a.decode_flops_per_kv * self._verify * self._joules[a.dtype]
+            self._lm_j = self.ops.lm_head.flops_per_token * self._joules[self.ops.lm_head.dtype]
+
     # ---- the T-dependent part ---------------------------------------------------------------
     @staticmethod
     def _op_tokens(op: GemmOp | MoEOp | CommOp, t: int, rank_t: int | None) -> int:
@@ -190,6 +204,15 @@ class StepCostModel:
         t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return 0.0
+        s = self._gpu_time(b, t)
+        if self._joules:
+            s = max(s, self._step_joules(b, t) / self._power_w)
+        if self._host_seq:
+            s += self._host_time(b.decode_seqs + b.prefill_seqs)
+        return s
+
+    def _gpu_time(self, b: BatchShape, t: int) -> float:
+        """The step's kernels and fixed overheads at full clocks (no power limit, no host work)."""
         s = self._tokens_time(t, self._rank_tokens(b, t)) + self._step_overhead
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
@@ -201,9 +224,38 @@ class StepCostModel:
             s += self._decode_attention(b) + self._attn_launch
             if self._depth:
                 s += self._draft(b.decode_seqs)
-        if self._host_seq:
-            s += self._host_time(b.decode_seqs + b.prefill_seqs)
         return s
+
+    # ---- the power limit --------------------------------------------------------------------------
+    def _step_joules(self, b: BatchShape, t: int) -> float:
+        """Tensor-core energy of a step on the busiest GPU: each kernel's FLOPs times joules per FLOP of its
+        precision (GEMMs, experts, LM head, attention, MTP drafting)."""
+        j = self._tokens_joules(t, self._rank_tokens(b, t))
+        j += (b.decode_seqs * self._verify + b.prefill_seqs) * self._lm_j
+        if b.prefill_attn_pairs:
+            j += self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1) * self._pair_j
+        if b.decode_seqs:
+            j += self._decode_kv(b) * self._kv_j
+            if self._depth:
+                seqs = b.decode_seqs
+                j += self._depth * (self._tokens_joules(seqs, -(-seqs // self._dp)) / self._layers + seqs * self._lm_j)
+        return j
+
+    def _tokens_joules(self, t: int, rank_t: int) -> float:
+        """Tensor-core joules of the T-dependent ops, cached like `_tokens_time`."""
+        shared = self._joule_cache.get(t)
+        if shared is None:
+            shared = self._joule_cache[t] = self._ops_joules(self._shared_ops, t, None)
+        if not self._split_ops:
+            return shared
+        split = self._rank_joule_cache.get(rank_t)
+        if split is None:
+            split = self._rank_joule_cache[rank_t] = self._ops_joules(self._split_ops, t, rank_t)
+        return shared + split
+
+    def _ops_joules(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], t: int, rank_t: int | None) -> float:
+        return sum(op.count * op.flops(self._op_tokens(op, t, rank_t)) * self._joules[op.dtype]
+                   for op in ops if not isinstance(op, CommOp))
 
     def _host_time(self, seqs: int) -> float:
         """Host work of a step: host_seq_us per sequence of the busiest attention-DP rank (one host each)."""
@@ -237,13 +289,18 @@ class StepCostModel:
         """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window;
         linear-attention layers read and write a fixed state per sequence.
         With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
+        kv = self._decode_kv(b)
         if self._dp > 1 and b.attn_rank_seqs:
-            kv = self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1)
             kv_s = self._kv_rate(b.attn_rank_seqs, b.attn_rank_context / b.attn_rank_seqs)
             return kv * kv_s + b.attn_rank_seqs * self._state_s
-        kv = self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs)
         kv_s = self._kv_rate(-(-b.decode_seqs // self._dp), b.decode_context / b.decode_seqs)
         return kv * kv_s + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
+
+    def _decode_kv(self, b: BatchShape) -> float:
+        """KV tokens the busiest GPU's decode attention reads over all layers (sliding layers capped)."""
+        if self._dp > 1 and b.attn_rank_seqs:
+            return self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1)
+        return self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs)
 
     def _busiest(self, work: float, seqs: int) -> float:
         """The share of `work` (spread over `seqs` sequences) on the busiest attention-DP rank."""
@@ -282,6 +339,10 @@ class StepCostModel:
             launches += launch
             by_op[name] = by_op.get(name, 0.0) + sec + launch
         by_op["step_overhead"] = self._step_overhead
+        limit = self._step_joules(b, t) / self._power_w - self._gpu_time(b, t) if self._joules else 0.0
+        if limit > 0:  # the clocks drop until the step draws the TDP: the tensor work takes longer
+            by_op["power_limit"] = limit
+            parts["compute"] += limit
         host = self._host_time(b.decode_seqs + b.prefill_seqs)
         if host:
             by_op["host"] = host

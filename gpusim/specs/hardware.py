@@ -39,12 +39,15 @@ class GpuSpec(_Spec):
     scaleout_nic: str
     """Fabric id of the GPU's scale-out NIC (hardware_profiles/fabrics/)."""
     tdp_w: Sourced
+    tensor_pj_per_flop: dict[Dtype, Sourced] = Field(default_factory=dict)
+    """Energy per dense tensor-core FLOP per precision, picojoules. Where it is given, a step's tensor work
+    cannot draw more than the TDP (`perf.step`: the power limit); absent, the power limit is not modelled."""
 
     _positive = field_validator("hbm_capacity_gib", "hbm_bandwidth_tbps", "tdp_w")(positive)
 
-    @field_validator("dense_tflops")
+    @field_validator("dense_tflops", "tensor_pj_per_flop")
     @classmethod
-    def _positive_flops(cls, v: dict[Dtype, Sourced]) -> dict[Dtype, Sourced]:
+    def _positive_values(cls, v: dict[Dtype, Sourced]) -> dict[Dtype, Sourced]:
         for s in v.values():
             positive(s)
         return v
@@ -119,6 +122,20 @@ class Hardware(_Spec):
             if d in self.gpu.dense_tflops:
                 return self.gpu.dense_tflops[d].value * 1e12
         raise InputError(self.gpu.id, "dense_tflops", f"no tensor-core precision at or above {dtype}")
+
+    def tensor_joules_per_flop(self) -> dict[Dtype, float]:
+        """Joules per dense tensor-core FLOP per precision (empty: the power limit is not modelled); a missing
+        precision costs what the next wider one does, as `peak_flops` runs it there."""
+        e = self.gpu.tensor_pj_per_flop
+        if not e:
+            return {}
+        out: dict[Dtype, float] = {}
+        for d in _WIDER:
+            wider = next((w for w in _WIDER[_WIDER.index(d):] if w in e), None)
+            if wider is None:
+                raise InputError(self.gpu.id, "tensor_pj_per_flop", f"no energy at or above {d}; give bf16")
+            out[d] = e[wider].value * 1e-12
+        return out
 
     def supports(self, dtype: Dtype) -> bool:
         return dtype in self.gpu.dense_tflops
