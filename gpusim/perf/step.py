@@ -180,14 +180,21 @@ class StepCostModel:
     def _tokens_time(self, t: int, rank_t: int) -> float:
         """Seconds of the T-dependent ops: those that see all `t` tokens plus those split over attention-DP
         ranks at the busiest rank's `rank_t` (each part cached per its own count)."""
-        shared = self._cache.get(t)
+        return self._per_tokens(self._cache, self._rank_cache, self._ops_seconds, t, rank_t)
+
+    def _per_tokens(self, shared_cache: dict[int, float], rank_cache: dict[int, float],
+                    of: Callable[[tuple[GemmOp | MoEOp | CommOp, ...], int, int | None], float],
+                    t: int, rank_t: int) -> float:
+        """`of` the ops that see all `t` tokens (cached per `t`) plus `of` those split over attention-DP ranks at
+        the busiest rank's `rank_t` (cached per `rank_t`)."""
+        shared = shared_cache.get(t)
         if shared is None:
-            shared = self._cache[t] = self._ops_seconds(self._shared_ops, t, None)
+            shared = shared_cache[t] = of(self._shared_ops, t, None)
         if not self._split_ops:
             return shared
-        split = self._rank_cache.get(rank_t)
+        split = rank_cache.get(rank_t)
         if split is None:
-            split = self._rank_cache[rank_t] = self._ops_seconds(self._split_ops, t, rank_t)
+            split = rank_cache[rank_t] = of(self._split_ops, t, rank_t)
         return shared + split
 
     def _rank_tokens(self, b: BatchShape, t: int) -> int:
@@ -243,15 +250,7 @@ class StepCostModel:
 
     def _tokens_joules(self, t: int, rank_t: int) -> float:
         """Tensor-core joules of the T-dependent ops, cached like `_tokens_time`."""
-        shared = self._joule_cache.get(t)
-        if shared is None:
-            shared = self._joule_cache[t] = self._ops_joules(self._shared_ops, t, None)
-        if not self._split_ops:
-            return shared
-        split = self._rank_joule_cache.get(rank_t)
-        if split is None:
-            split = self._rank_joule_cache[rank_t] = self._ops_joules(self._split_ops, t, rank_t)
-        return shared + split
+        return self._per_tokens(self._joule_cache, self._rank_joule_cache, self._ops_joules, t, rank_t)
 
     def _ops_joules(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], t: int, rank_t: int | None) -> float:
         return sum(op.count * op.flops(self._op_tokens(op, t, rank_t)) * self._joules[op.dtype]
