@@ -80,3 +80,23 @@ def test_shipped_blackwell_energies_are_one_process() -> None:
     assert all(energies.values()), "the Blackwell profiles carry a fitted tensor_pj_per_flop"
     assert len({tuple(sorted(e.items())) for e in energies.values()}) == 1
     assert not load_hardware("h200-hgx").tensor_joules_per_flop()
+
+
+def test_show_gives_the_rate_the_tdp_sustains() -> None:
+    hw = load_hardware("b300-hgx")
+    e4 = hw.gpu.tensor_pj_per_flop["fp4"].value * 1e-12
+    derived = hw.derived()
+    assert derived["system_fp4_pflops_at_tdp"] == pytest.approx(hw.gpu.tdp_w.value / e4 * hw.system.gpus / 1e15)
+    assert derived["system_fp4_pflops_at_tdp"] < derived["system_fp4_pflops"]
+    assert "system_fp4_pflops_at_tdp" not in load_hardware("h200-hgx").derived()
+
+
+def test_wider_precisions_are_capped_by_what_measured_gemms_draw() -> None:
+    """FP8 and BF16 cost 2x and 4x NVFP4 per FLOP unless a measured saturated GEMM would then exceed its TDP."""
+    from gpusim.calibrate.power import energies
+
+    loose = energies(0.2, {"fp8": (1.0, "x"), "bf16": (1.0, "x")})
+    assert loose["fp8"][0] == pytest.approx(0.4) and loose["bf16"][0] == pytest.approx(0.8)
+    tight = energies(0.2, {"fp8": (1.0, "x"), "bf16": (0.66, "b200 1.5 PFLOP/s at 1,000 W")})
+    assert tight["bf16"][0] == pytest.approx(0.66) and "capped" in tight["bf16"][1]
+    assert tight["fp8"][0] == pytest.approx(0.4)

@@ -2,18 +2,22 @@
 
     python -m gpusim.calibrate.power [CSV] [--write]
 
-NVIDIA publishes no energy per FLOP, and the spec sheets' dense rates assume clocks that a GPU at its TDP does not
-hold under dense NVFP4 GEMMs: the v6.1 Llama 2 70B Offline results per kW of TDP are the same on B200 (1,000 W)
-and B300 (1,100 W), although B300's NVFP4 peak is 1.56x B200's. The power limit (`perf.step`) models that: a step
-takes at least its tensor-core joules over the TDP. One energy per dense NVFP4 FLOP serves Blackwell and
-Blackwell Ultra (both TSMC 4NP; Blackwell Ultra's extra NVFP4 rate is more FP4 datapath at the same energy per
-operation, an assumption); an FP8 FLOP costs 2x and a BF16 FLOP 4x (B200's dense rates halve per precision
-step at the same power). The fit picks the energy that minimises the squared log error of the predicted
-tokens/s per GPU against the round's Llama 2 70B Offline results (the median over submitters per system), each
-system on its searched default deployment (`hardware_profiles/defaults/`) on the result's GPUs, with
-`--duration` runs; Llama 2 is the benchmark whose dense NVFP4 work draws the most power per token.
-`--write` puts the result into the GPU profiles of both architectures. Hopper and Rubin have no fitted
-energy: the power limit is not modelled there.
+NVIDIA publishes no energy per FLOP, and the spec sheets' dense rates assume clocks that a GPU at its TDP does
+not hold under dense NVFP4 GEMMs: the v6.1 Llama 2 70B Offline results per kW of TDP are the same on B200
+(1,000 W) and B300 (1,100 W), although B300's NVFP4 peak is 1.56x B200's. The power limit (`perf.step`) models
+that: a step takes at least its tensor-core joules over the TDP.
+
+One energy per dense NVFP4 FLOP serves Blackwell and Blackwell Ultra (both TSMC 4NP; Blackwell Ultra's extra
+NVFP4 rate is more FP4 datapath at the same energy per operation, an assumption). An FP8 FLOP costs 2x and a
+BF16 FLOP 4x (B200's dense rates halve per precision step at the same power), each capped so that no saturated
+GEMM in aiconfigurator-core's measured kernel tables of a Blackwell system would draw more than its TDP (B200's
+BF16 GEMMs reach 1.5 PFLOP/s at 1,000 W, which caps BF16 at about 3.3x).
+
+The fit picks the NVFP4 energy that minimises the squared log error of the predicted tokens/s per GPU against
+the round's Llama 2 70B Offline results (the median over submitters per system), each system on its searched
+default deployment (`hardware_profiles/defaults/`) on the result's GPUs, with `--duration` runs: Llama 2 is
+the benchmark whose dense NVFP4 work draws the most power per token. `--write` puts the result into the GPU
+profiles of both architectures. Hopper and Rubin have no fitted energy: the power limit is not modelled there.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from datetime import date
 from functools import partial
 from pathlib import Path
 
-from gpusim.analysis.published import read_published
+from gpusim.analysis.published import map_system, read_published
 from gpusim.build import make_setup
+from gpusim.calibrate.kernels import SYSTEMS, load_tables, saturated_gemm_rate
 from gpusim.parallel import parallel_map
+from gpusim.perf.kernel_tables import aic_data_dir
 from gpusim.search import trial
 from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.hardware import PROFILES, Hardware, load_hardware
@@ -57,20 +63,21 @@ def targets(csv: Path) -> dict[tuple[str, int], float]:
             if load_hardware(key[0]).gpu.architecture in ARCHITECTURES}
 
 
-def with_energy(hw: Hardware, fp4_pj: float) -> Hardware:
-    """`hw` with tensor-core energies of `fp4_pj` per NVFP4 FLOP (and PRECISION_COST for the others)."""
-    energy = {d: Sourced(value=fp4_pj * c, source="candidate", grade="D") for d, c in PRECISION_COST.items()}
+def with_energy(hw: Hardware, fp4_pj: float, bounds: dict[str, tuple[float, str]]) -> Hardware:
+    """`hw` with tensor-core energies of `fp4_pj` per NVFP4 FLOP and the others as `energies` sets them."""
+    pj = {"fp4": fp4_pj, **{d: v for d, (v, _) in energies(fp4_pj, bounds).items()}}
+    energy = {d: Sourced(value=v, source="candidate", grade="D") for d, v in pj.items()}
     return hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"tensor_pj_per_flop": energy})})
 
 
-def predicted(job: tuple[tuple[str, int], float], duration_s: float) -> float:
+def predicted(job: tuple[tuple[str, int], float], duration_s: float, bounds: dict[str, tuple[float, str]]) -> float:
     """Tokens/s per GPU of a system's searched default on `gpus` of its GPUs at an NVFP4 energy of `fp4_pj` (a
     process-pool job)."""
     (system, gpus), fp4_pj = job
     shipped = load_hardware(system)
     bench = load_benchmark(BENCHMARK)
     dep = base_deployment(shipped, BENCHMARK, gpus, "trtllm", SCENARIO)
-    setup = make_setup(with_energy(shipped, fp4_pj), bench, load_model(bench.model), dep, system)
+    setup = make_setup(with_energy(shipped, fp4_pj, bounds), bench, load_model(bench.model), dep, system)
     t = trial(setup, SCENARIO, duration_s=duration_s)
     return t.tokens_per_s / t.result.summary["num_gpus"]
 
@@ -78,15 +85,17 @@ def predicted(job: tuple[tuple[str, int], float], duration_s: float) -> float:
 def loss(fp4_pj: float, goal: dict[tuple[str, int], float], duration_s: float,
          workers: int) -> tuple[float, dict[str, float]]:
     """Σ log²(predicted / published) over the systems, and each system's predicted / published."""
-    got = parallel_map(partial(predicted, duration_s=duration_s), [(s, fp4_pj) for s in goal], workers)
+    got = parallel_map(partial(predicted, duration_s=duration_s, bounds=measured_bounds()),
+                       [(s, fp4_pj) for s in goal], workers)
     ratios = {f"{s} x{n}": g / goal[(s, n)] for (s, n), g in zip(goal, got, strict=True)}
     return sum(math.log(r) ** 2 for r in ratios.values()), ratios
 
 
 def fit(goal: dict[tuple[str, int], float], duration_s: float, workers: int,
         steps: int = 14) -> tuple[float, dict[str, float]]:
-    """Golden-section search of log(energy) over BOUNDS_PJ; the best energy seen and its ratios."""
-    lo, hi = (math.log(b) for b in BOUNDS_PJ)
+    """Golden-section search of log(energy) over BOUNDS_PJ, up to what the measured NVFP4 GEMMs allow; the best
+    energy seen and its ratios."""
+    lo, hi = math.log(BOUNDS_PJ[0]), math.log(min(BOUNDS_PJ[1], measured_bounds()["fp4"][0]))
     g = (math.sqrt(5) - 1) / 2
     seen: dict[float, tuple[float, dict[str, float]]] = {}
 
@@ -109,18 +118,51 @@ def fit(goal: dict[tuple[str, int], float], duration_s: float, workers: int,
     return math.exp(best), seen[best][1]
 
 
+def measured_bounds() -> dict[str, tuple[float, str]]:
+    """Per precision, the highest energy per FLOP (pJ) that lets every Blackwell system's measured saturated GEMMs
+    (aiconfigurator-core's trtllm tables) run within its TDP, and the system that sets it."""
+    data = aic_data_dir()
+    if data is None:
+        raise SystemExit("the precision caps read aiconfigurator-core's kernel tables: pip install -e '.[calibration]'")
+    bounds: dict[str, tuple[float, str]] = {}
+    for system in SYSTEMS:
+        mapped = map_system(system)
+        hw = load_hardware(mapped[0]) if mapped else None
+        if hw is None or hw.gpu.architecture not in ARCHITECTURES:
+            continue
+        for name, df in load_tables(data, system).items():
+            rate = saturated_gemm_rate(df, hw) if df["op"].iloc[0] == "gemm" else None
+            if rate:
+                d, pj = name.removeprefix("gemm_"), hw.gpu.tdp_w.value / rate * 1e12
+                if d in PRECISION_COST and (d not in bounds or pj < bounds[d][0]):
+                    bounds[d] = (pj, f"{system} {rate / 1e15:.2f} PFLOP/s at {hw.gpu.tdp_w.value:,.0f} W")
+    return bounds
+
+
+def energies(fp4_pj: float, bounds: dict[str, tuple[float, str]]) -> dict[str, tuple[float, str]]:
+    """pJ per FLOP and how it was set, per precision: FP8 and BF16 at PRECISION_COST x NVFP4, within the bounds."""
+    out = {}
+    for d, c in PRECISION_COST.items():
+        if c == 1.0:
+            continue
+        cap, by = bounds.get(d, (math.inf, ""))
+        out[d] = ((cap, f"capped so that the measured saturated {d} GEMMs ({by}, aiconfigurator-core trtllm "
+                        f"tables) fit within the TDP; {c:g}x NVFP4 would not") if c * fp4_pj > cap else
+                  (c * fp4_pj, f"{c:g}x the NVFP4 energy (the dense {d} rate of B200 is 1/{c:g} of its NVFP4 rate "
+                               f"at the same power; within the measured bound, {by})"))
+    return out
+
+
 def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path) -> list[Path]:
     """Replace the `tensor_pj_per_flop` block of every GPU profile of ARCHITECTURES."""
     today = date.today().isoformat()
     errors = ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
+    where = "reference/mlperf_calibration.csv" if csv.resolve() == MLPERF_CSV else csv.name
+    fitted = (f"fitted by `python -m gpusim.calibrate.power --write` on {today}: {ROUND} {BENCHMARK} Offline "
+              f"medians in {where}, searched defaults, {duration_s:.0f} s runs (predicted/published {errors})")
     lines = ["tensor_pj_per_flop:"]
-    for d, c in PRECISION_COST.items():
-        where = "reference/mlperf_calibration.csv" if csv.resolve() == MLPERF_CSV else csv.name
-        how = (f"fitted by `python -m gpusim.calibrate.power --write` on {today}: {ROUND} {BENCHMARK} Offline "
-               f"medians in {where}, searched defaults, {duration_s:.0f} s runs (predicted/published {errors})")
-        if c != 1.0:
-            how = f"{c:g}x the NVFP4 energy (the dense {d} rate of B200 is 1/{c:g} of its NVFP4 rate at the same power)"
-        lines += [f"  {d}:", f"    value: {fp4_pj * c:.4f}", f"    source: \"{how}\"", "    grade: D",
+    for d, (value, how) in {"fp4": (fp4_pj, fitted), **energies(fp4_pj, measured_bounds())}.items():
+        lines += [f"  {d}:", f"    value: {value:.4f}", f"    source: \"{how}\"", "    grade: D",
                   f"    note: \"{NOTE}\""]
     written = []
     for path in sorted((PROFILES / "gpus").glob("*.yaml")):
