@@ -160,7 +160,8 @@ class Hardware(_Spec):
         return self.scaleout.bandwidth_gbps_per_dir.value * 1e9 / self.oversubscription
 
     def derived(self) -> dict[str, float]:
-        """Totals users ask for: system FLOPS per precision, HBM, NVLink bandwidth."""
+        """Totals users ask for: system FLOPS per precision, HBM, NVLink bandwidth, and where the power limit is
+        modelled the dense FLOPS the TDP sustains (`_at_tdp`)."""
         g = self.system.gpus
         out = {f"system_{d}_pflops": t.value * g / 1e3 for d, t in self.gpu.dense_tflops.items()}
         out["system_hbm_tb"] = self.hbm_bytes * g / 1e12
@@ -168,6 +169,10 @@ class Hardware(_Spec):
         out["system_nvlink_tbps_bidir"] = 2 * self.nvlink.bandwidth_gbps_per_dir.value * g / 1e3
         out["system_scaleout_tbps_per_dir"] = self.scaleout.bandwidth_gbps_per_dir.value * g / 1e3
         out["system_power_kw"] = self.system.power_kw.value
+        tdp = self.gpu.tdp_w.value
+        for d, joules in self.tensor_joules_per_flop().items():  # what the power limit lets dense work sustain
+            if d in self.gpu.dense_tflops:
+                out[f"system_{d}_pflops_at_tdp"] = min(self.peak_flops(d), tdp / joules) * g / 1e15
         return out
 
 
