@@ -82,26 +82,26 @@ def predicted(job: tuple[tuple[str, int], float], duration_s: float, bounds: dic
     return t.tokens_per_s / t.result.summary["num_gpus"]
 
 
-def loss(fp4_pj: float, goal: dict[tuple[str, int], float], duration_s: float,
-         workers: int) -> tuple[float, dict[str, float]]:
+def loss(fp4_pj: float, goal: dict[tuple[str, int], float], duration_s: float, workers: int,
+         bounds: dict[str, tuple[float, str]]) -> tuple[float, dict[str, float]]:
     """Σ log²(predicted / published) over the systems, and each system's predicted / published."""
-    got = parallel_map(partial(predicted, duration_s=duration_s, bounds=measured_bounds()),
-                       [(s, fp4_pj) for s in goal], workers)
+    got = parallel_map(partial(predicted, duration_s=duration_s, bounds=bounds), [(s, fp4_pj) for s in goal],
+                       workers)
     ratios = {f"{s} x{n}": g / goal[(s, n)] for (s, n), g in zip(goal, got, strict=True)}
     return sum(math.log(r) ** 2 for r in ratios.values()), ratios
 
 
-def fit(goal: dict[tuple[str, int], float], duration_s: float, workers: int,
+def fit(goal: dict[tuple[str, int], float], duration_s: float, workers: int, bounds: dict[str, tuple[float, str]],
         steps: int = 14) -> tuple[float, dict[str, float]]:
-    """Golden-section search of log(energy) over BOUNDS_PJ, up to what the measured NVFP4 GEMMs allow; the best
-    energy seen and its ratios."""
-    lo, hi = math.log(BOUNDS_PJ[0]), math.log(min(BOUNDS_PJ[1], measured_bounds()["fp4"][0]))
+    """Golden-section search of log(energy) over BOUNDS_PJ, up to what the measured NVFP4 GEMMs allow (`bounds`);
+    the best energy seen and its ratios."""
+    lo, hi = math.log(BOUNDS_PJ[0]), math.log(min(BOUNDS_PJ[1], bounds["fp4"][0]))
     g = (math.sqrt(5) - 1) / 2
     seen: dict[float, tuple[float, dict[str, float]]] = {}
 
     def f(x: float) -> float:
         if x not in seen:
-            seen[x] = loss(math.exp(x), goal, duration_s, workers)
+            seen[x] = loss(math.exp(x), goal, duration_s, workers, bounds)
             print(f"  {math.exp(x):.4f} pJ: loss {seen[x][0]:.5f}, predicted/published "
                   + ", ".join(f"{s} {r:.3f}" for s, r in seen[x][1].items()), flush=True)
         return seen[x][0]
@@ -153,7 +153,8 @@ def energies(fp4_pj: float, bounds: dict[str, tuple[float, str]]) -> dict[str, t
     return out
 
 
-def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path) -> list[Path]:
+def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path,
+          bounds: dict[str, tuple[float, str]]) -> list[Path]:
     """Replace the `tensor_pj_per_flop` block of every GPU profile of ARCHITECTURES."""
     today = date.today().isoformat()
     errors = ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
@@ -161,7 +162,7 @@ def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path)
     fitted = (f"fitted by `python -m gpusim.calibrate.power --write` on {today}: {ROUND} {BENCHMARK} Offline "
               f"medians in {where}, searched defaults, {duration_s:.0f} s runs (predicted/published {errors})")
     lines = ["tensor_pj_per_flop:"]
-    for d, (value, how) in {"fp4": (fp4_pj, fitted), **energies(fp4_pj, measured_bounds())}.items():
+    for d, (value, how) in {"fp4": (fp4_pj, fitted), **energies(fp4_pj, bounds)}.items():
         lines += [f"  {d}:", f"    value: {value:.4f}", f"    source: \"{how}\"", "    grade: D",
                   f"    note: \"{NOTE}\""]
     written = []
@@ -182,14 +183,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", action="store_true", help="write the fitted energy into the GPU profiles")
     args = ap.parse_args(argv)
-    goal = targets(args.csv)
+    goal, bounds = targets(args.csv), measured_bounds()
     print(f"published {ROUND} {BENCHMARK} Offline tokens/s/GPU: "
           + ", ".join(f"{s} x{n} {v:,.0f}" for (s, n), v in goal.items()), flush=True)
-    best, ratios = fit(goal, args.duration, max(1, args.workers))
+    print("measured bounds, pJ per FLOP: " + ", ".join(f"{d} {v:.3f} ({by})" for d, (v, by) in bounds.items()))
+    best, ratios = fit(goal, args.duration, max(1, args.workers), bounds)
     print(f"fitted: {best:.4f} pJ per NVFP4 FLOP; predicted/published "
           + ", ".join(f"{s} {r:.3f}" for s, r in ratios.items()))
     if args.write:
-        for path in write(best, ratios, args.duration, args.csv):
+        for path in write(best, ratios, args.duration, args.csv, bounds):
             print(f"wrote {path}")
 
 
