@@ -511,9 +511,10 @@ class SearchResult:
 
 
 SCREEN_KEEP = 0.85
-"""Layouts the analytic screen puts under this share of the best estimate are not simulated. Measured: B200
-Llama 2 70B Server estimates 339/238/194 QPS against simulated peaks of 327/238/205 (within 5%); GB200 NVL72
-DeepSeek-R1 Server's best layout 173 against 146 at full length (18% high, so its rivals within 15% are run)."""
+"""Layouts the analytic screen puts under this share of the best estimate are not simulated. Measured on the
+searched Server defaults: B200 Llama 2 70B 314 QPS estimated against a simulated peak of 324 (B300 367 against 399:
+the screen's pure-prefill steps meet the power limit that the engine's mixed steps avoid); GB200 NVL72 DeepSeek-R1
+173 against 146 at full length (18% high, so its rivals within 15% are run)."""
 SHORT_OFFLINE_S = 600.0
 """Offline contenders are first ranked on runs sized for LoadGen's minimum duration (a quarter of a
 submission-length run); the best `finalists` then run the full length they report."""
