@@ -140,11 +140,16 @@ class StepCostModel:
         self._layers = model.num_layers
 
         # The power limit: tensor-core joules of a step over the TDP bound its time from below.
+        # Every op's FLOPs are linear in its tokens, so its joules are a rate per token: the ops that see all
+        # T tokens, and those split over attention-DP ranks per token of the busiest rank.
         self._joules = hardware.tensor_joules_per_flop()
         self._power_w = hardware.gpu.tdp_w.value
-        self._joule_cache: dict[int, float] = {}
-        self._rank_joule_cache: dict[int, float] = {}
         if self._joules:
+            def per_token(ops: tuple[GemmOp | MoEOp | CommOp, ...]) -> float:
+                return sum(op.count * op.flops(op.split) * self._joules[op.dtype]
+                           for op in ops if not isinstance(op, CommOp))
+
+            self._token_j, self._rank_token_j = per_token(self._shared_ops), per_token(self._split_ops)
             self._pair_j = a.prefill_flops_per_pair * self._joules[a.dtype]
             self._kv_j = a.decode_flops_per_kv * self._verify * self._joules[a.dtype]
             self._lm_j = self.ops.lm_head.flops_per_token * self._joules[self.ops.lm_head.dtype]
@@ -180,21 +185,14 @@ class StepCostModel:
     def _tokens_time(self, t: int, rank_t: int) -> float:
         """Seconds of the T-dependent ops: those that see all `t` tokens plus those split over attention-DP
         ranks at the busiest rank's `rank_t` (each part cached per its own count)."""
-        return self._per_tokens(self._cache, self._rank_cache, self._ops_seconds, t, rank_t)
-
-    def _per_tokens(self, shared_cache: dict[int, float], rank_cache: dict[int, float],
-                    of: Callable[[tuple[GemmOp | MoEOp | CommOp, ...], int, int | None], float],
-                    t: int, rank_t: int) -> float:
-        """`of` the ops that see all `t` tokens (cached per `t`) plus `of` those split over attention-DP ranks at
-        the busiest rank's `rank_t` (cached per `rank_t`)."""
-        shared = shared_cache.get(t)
+        shared = self._cache.get(t)
         if shared is None:
-            shared = shared_cache[t] = of(self._shared_ops, t, None)
+            shared = self._cache[t] = self._ops_seconds(self._shared_ops, t, None)
         if not self._split_ops:
             return shared
-        split = rank_cache.get(rank_t)
+        split = self._rank_cache.get(rank_t)
         if split is None:
-            split = rank_cache[rank_t] = of(self._split_ops, t, rank_t)
+            split = self._rank_cache[rank_t] = self._ops_seconds(self._split_ops, t, rank_t)
         return shared + split
 
     def _rank_tokens(self, b: BatchShape, t: int) -> int:
@@ -211,16 +209,18 @@ class StepCostModel:
         t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return 0.0
-        s = self._gpu_time(b, t)
+        rank_t = self._rank_tokens(b, t)
+        s = self._gpu_time(b, t, rank_t)
         if self._joules:
-            s = max(s, self._step_joules(b, t) / self._power_w)
+            s = max(s, self._step_joules(b, t, rank_t) / self._power_w)
         if self._host_seq:
             s += self._host_time(b.decode_seqs + b.prefill_seqs)
         return s
 
-    def _gpu_time(self, b: BatchShape, t: int) -> float:
-        """The step's kernels and fixed overheads at full clocks (no power limit, no host work)."""
-        s = self._tokens_time(t, self._rank_tokens(b, t)) + self._step_overhead
+    def _gpu_time(self, b: BatchShape, t: int, rank_t: int) -> float:
+        """The step's kernels and fixed overheads at full clocks (no power limit, no host work); `rank_t` tokens on
+        the busiest attention-DP rank."""
+        s = self._tokens_time(t, rank_t) + self._step_overhead
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
             lm = self._lm_head(r)
@@ -234,10 +234,10 @@ class StepCostModel:
         return s
 
     # ---- the power limit --------------------------------------------------------------------------
-    def _step_joules(self, b: BatchShape, t: int) -> float:
+    def _step_joules(self, b: BatchShape, t: int, rank_t: int) -> float:
         """Tensor-core energy of a step on the busiest GPU: each kernel's FLOPs times joules per FLOP of its
         precision (GEMMs, experts, LM head, attention, MTP drafting)."""
-        j = self._tokens_joules(t, self._rank_tokens(b, t))
+        j = t * self._token_j + rank_t * self._rank_token_j
         j += (b.decode_seqs * self._verify + b.prefill_seqs) * self._lm_j
         if b.prefill_attn_pairs:
             j += self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1) * self._pair_j
@@ -245,16 +245,9 @@ class StepCostModel:
             j += self._decode_kv(b) * self._kv_j
             if self._depth:
                 seqs = b.decode_seqs
-                j += self._depth * (self._tokens_joules(seqs, -(-seqs // self._dp)) / self._layers + seqs * self._lm_j)
+                layer = (seqs * self._token_j + -(-seqs // self._dp) * self._rank_token_j) / self._layers
+                j += self._depth * (layer + seqs * self._lm_j)
         return j
-
-    def _tokens_joules(self, t: int, rank_t: int) -> float:
-        """Tensor-core joules of the T-dependent ops, cached like `_tokens_time`."""
-        return self._per_tokens(self._joule_cache, self._rank_joule_cache, self._ops_joules, t, rank_t)
-
-    def _ops_joules(self, ops: tuple[GemmOp | MoEOp | CommOp, ...], t: int, rank_t: int | None) -> float:
-        return sum(op.count * op.flops(self._op_tokens(op, t, rank_t)) * self._joules[op.dtype]
-                   for op in ops if not isinstance(op, CommOp))
 
     def _host_time(self, seqs: int) -> float:
         """Host work of a step: host_seq_us per sequence of the busiest attention-DP rank (one host each)."""
@@ -323,7 +316,8 @@ class StepCostModel:
         parts = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
         by_op: dict[str, float] = {}
         launches = 0.0
-        items = self._token_items(t, self._rank_tokens(b, t))
+        rank_t = self._rank_tokens(b, t)
+        items = self._token_items(t, rank_t)
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
             items.append(("lm_head", *self._lm_head(r)))
@@ -338,7 +332,7 @@ class StepCostModel:
             launches += launch
             by_op[name] = by_op.get(name, 0.0) + sec + launch
         by_op["step_overhead"] = self._step_overhead
-        limit = self._step_joules(b, t) / self._power_w - self._gpu_time(b, t) if self._joules else 0.0
+        limit = self._step_joules(b, t, rank_t) / self._power_w - self._gpu_time(b, t, rank_t) if self._joules else 0.0
         if limit > 0:  # the clocks drop until the step draws the TDP: the tensor work takes longer
             by_op["power_limit"] = limit
             parts["compute"] += limit
