@@ -28,6 +28,7 @@ from gpusim.specs.benchmark import benchmark_names, load_benchmark
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
 from gpusim.validate.datasets import MLPERF_CSV
+from gpusim.validate.mlperf import round_key
 
 CSV = MLPERF_CSV
 
@@ -68,10 +69,6 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 MARK = ("<!-- mlperf_check -->", "<!-- /mlperf_check -->")
 
 
-def _round_key(r: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in r.lstrip("v").split("."))
-
-
 def block(rows: list[dict]) -> str:
     """The documented table: per setting, the newest round's median published value beside the prediction;
     then the ratio's spread over every row."""
@@ -81,7 +78,7 @@ def block(rows: list[dict]) -> str:
     lines = ["| hardware | GPUs | benchmark | published tok/s/GPU (round) | predicted | ratio |",
              "|---|---|---|---|---|---|"]
     for (hw, gpus, bench), rs in by.items():
-        newest = max((r["round"] for r in rs), key=_round_key)
+        newest = max((r["round"] for r in rs), key=round_key)
         pub = statistics.median(r["published_per_gpu"] for r in rs if r["round"] == newest)
         pred = rs[0]["predicted_per_gpu"]
         lines.append(f"| {hw} | {gpus} | {bench} | {pub:,.0f} ({newest}) | {pred:,} | {pred / pub:.2f} |")

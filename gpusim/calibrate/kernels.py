@@ -452,21 +452,18 @@ def saturated_gemm_efficiency(gemm: pd.DataFrame, hw: Hardware, m_half: float) -
     got = _saturated(gemm, hw)
     if got is None:
         return None
-    achieved, m = got
+    achieved, m, _ = got
     return float(np.median(achieved / (m / (m + m_half))))
 
 
 def saturated_gemm_rate(gemm: pd.DataFrame, hw: Hardware) -> float | None:
     """The median FLOP/s one GEMM table (one precision) measures over its compute-bound shapes (`SATURATION`)."""
     got = _saturated(gemm, hw)
-    if got is None:
-        return None
-    df = gemm[gemm["gemm_dtype"] != "fp8_block"]
-    return float(np.median(got[0]) * Machine(hw).peak(df["dtype"])[0])
+    return None if got is None else float(np.median(got[0] * got[2]))
 
 
-def _saturated(gemm: pd.DataFrame, hw: Hardware) -> tuple[np.ndarray, np.ndarray] | None:
-    """(achieved fraction of the tensor-core peak, m) of a GEMM table's compute-bound rows, or None."""
+def _saturated(gemm: pd.DataFrame, hw: Hardware) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(achieved fraction of the tensor-core peak, m, that peak) of a GEMM table's compute-bound rows, or None."""
     df = gemm[gemm["gemm_dtype"] != "fp8_block"]  # block-scaled FP8 is not gpusim's per-tensor fp8
     if df.empty:
         return None
@@ -476,7 +473,7 @@ def _saturated(gemm: pd.DataFrame, hw: Hardware) -> tuple[np.ndarray, np.ndarray
     if not bound.any():
         return None
     achieved = flops / (df["latency"].to_numpy(float) * 1e-3) / peak
-    return achieved[bound], m[bound]
+    return achieved[bound], m[bound], peak[bound]
 
 
 def saturated_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,

@@ -65,8 +65,7 @@ def targets(csv: Path) -> dict[tuple[str, int], float]:
 
 def with_energy(hw: Hardware, fp4_pj: float, bounds: dict[str, tuple[float, str]]) -> Hardware:
     """`hw` with tensor-core energies of `fp4_pj` per NVFP4 FLOP and the others as `energies` sets them."""
-    pj = {"fp4": fp4_pj, **{d: v for d, (v, _) in energies(fp4_pj, bounds).items()}}
-    energy = {d: Sourced(value=v, source="candidate", grade="D") for d, v in pj.items()}
+    energy = {d: Sourced(value=v, source="candidate", grade="D") for d, (v, _) in energies(fp4_pj, bounds).items()}
     return hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"tensor_pj_per_flop": energy})})
 
 
@@ -139,11 +138,13 @@ def measured_bounds() -> dict[str, tuple[float, str]]:
     return bounds
 
 
-def energies(fp4_pj: float, bounds: dict[str, tuple[float, str]]) -> dict[str, tuple[float, str]]:
-    """pJ per FLOP and how it was set, per precision: FP8 and BF16 at PRECISION_COST x NVFP4, within the bounds."""
-    out = {}
+def energies(fp4_pj: float, bounds: dict[str, tuple[float, str]],
+             fitted: str = "fitted") -> dict[str, tuple[float, str]]:
+    """pJ per FLOP and how it was set, per precision: NVFP4's `fp4_pj` (`fitted` says how), FP8 and BF16 at
+    PRECISION_COST x NVFP4, within the bounds."""
+    out = {"fp4": (fp4_pj, fitted)}
     for d, c in PRECISION_COST.items():
-        if c == 1.0:
+        if d == "fp4":
             continue
         cap, by = bounds.get(d, (math.inf, ""))
         out[d] = ((cap, f"capped so that the measured saturated {d} GEMMs ({by}, aiconfigurator-core trtllm "
@@ -162,7 +163,7 @@ def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path,
     fitted = (f"fitted by `python -m gpusim.calibrate.power --write` on {today}: {ROUND} {BENCHMARK} Offline "
               f"medians in {where}, searched defaults, {duration_s:.0f} s runs (predicted/published {errors})")
     lines = ["tensor_pj_per_flop:"]
-    for d, (value, how) in {"fp4": (fp4_pj, fitted), **energies(fp4_pj, bounds)}.items():
+    for d, (value, how) in energies(fp4_pj, bounds, fitted).items():
         lines += [f"  {d}:", f"    value: {value:.4f}", f"    source: \"{how}\"", "    grade: D",
                   f"    note: \"{NOTE}\""]
     written = []

@@ -118,24 +118,13 @@ class Hardware(_Spec):
 
     def peak_flops(self, dtype: Dtype) -> float:
         """Dense FLOP/s at `dtype`; a missing precision falls back to the next wider one."""
-        for d in _WIDER[_WIDER.index(dtype):]:
-            if d in self.gpu.dense_tflops:
-                return self.gpu.dense_tflops[d].value * 1e12
-        raise InputError(self.gpu.id, "dense_tflops", f"no tensor-core precision at or above {dtype}")
+        return _at_or_wider(self.gpu.dense_tflops, dtype, self.gpu.id, "dense_tflops") * 1e12
 
     def tensor_joules_per_flop(self) -> dict[Dtype, float]:
         """Joules per dense tensor-core FLOP per precision (empty: the power limit is not modelled); a missing
         precision costs what the next wider one does, as `peak_flops` runs it there."""
         e = self.gpu.tensor_pj_per_flop
-        if not e:
-            return {}
-        out: dict[Dtype, float] = {}
-        for d in _WIDER:
-            wider = next((w for w in _WIDER[_WIDER.index(d):] if w in e), None)
-            if wider is None:
-                raise InputError(self.gpu.id, "tensor_pj_per_flop", f"no energy at or above {d}; give bf16")
-            out[d] = e[wider].value * 1e-12
-        return out
+        return {d: _at_or_wider(e, d, self.gpu.id, "tensor_pj_per_flop") * 1e-12 for d in _WIDER} if e else {}
 
     def supports(self, dtype: Dtype) -> bool:
         return dtype in self.gpu.dense_tflops
@@ -177,6 +166,15 @@ class Hardware(_Spec):
 
 
 _WIDER: list[Dtype] = ["fp4", "fp8", "bf16"]
+
+
+def _at_or_wider(values: dict[Dtype, Sourced], dtype: Dtype, gpu: str, field: str) -> float:
+    """The value of `dtype`, else of the next wider precision that has one."""
+    wider = _WIDER[_WIDER.index(dtype):]
+    for d in wider:
+        if d in values:
+            return values[d].value
+    raise InputError(gpu, field, f"no value at or above {dtype}; valid: give {' or '.join(wider)}")
 
 
 def system_names() -> list[str]:

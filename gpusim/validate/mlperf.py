@@ -45,7 +45,8 @@ OLDEST_TRTLLM_ROUND = "v5.1"
 """Rounds up to this one run with `trtllm-v5.1`; later rounds with `trtllm` (TensorRT-LLM 1.2, v6.x)."""
 
 
-def _round_key(round_: str) -> tuple[int, ...]:
+def round_key(round_: str) -> tuple[int, ...]:
+    """A round's name as a sortable version ('v6.1' -> (6, 1))."""
     return tuple(int(x) for x in re.findall(r"\d+", round_)) or (0,)
 
 
@@ -54,9 +55,9 @@ def software_for_round(round_: str) -> tuple[str, str]:
     name = f"trtllm-{round_}"
     if name in software_names():
         return name, ""
-    if _round_key(round_) <= _round_key(OLDEST_TRTLLM_ROUND) and f"trtllm-{OLDEST_TRTLLM_ROUND}" in software_names():
+    if round_key(round_) <= round_key(OLDEST_TRTLLM_ROUND) and f"trtllm-{OLDEST_TRTLLM_ROUND}" in software_names():
         return f"trtllm-{OLDEST_TRTLLM_ROUND}", f"round {round_} runs with trtllm-{OLDEST_TRTLLM_ROUND} (oldest)"
-    return "trtllm", "" if _round_key(round_) > _round_key(OLDEST_TRTLLM_ROUND) else f"round {round_}: trtllm"
+    return "trtllm", "" if round_key(round_) > round_key(OLDEST_TRTLLM_ROUND) else f"round {round_}: trtllm"
 
 
 def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
