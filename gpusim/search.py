@@ -1,28 +1,22 @@
 """What an MLPerf submitter would report: the peak valid Server QPS, and the best deployment.
 
-Peak QPS (`find_peak_qps`) follows LoadGen's FindPeakPerformance: start from an expected QPS, double
-(or halve) until the run's verdict flips, then bisect between the highest VALID and the lowest
-INVALID rate until they are within `rel_tol`. The expected QPS is `latency_bound_qps`, the cost
-model's steady-state rate at the largest batch whose estimated TPOT meets the limit.
-
-Short runs, then a full one: a bisection step simulates `search_duration_s` of arrivals — about
-twice the longest latency a valid request can have (TTFT limit + mean output × TPOT limit), at
-least 60 s, at most the full duration — and judges it by every LoadGen rule with that duration as
-the min duration. The peak is then confirmed by one run of the full duration (600 s, or `--duration`);
-if that run is INVALID, full-duration runs walk down to the flip (`walk_to_flip`). Every search run stops
-once it can only be INVALID (`gpusim.simulation.InvalidStop`), so INVALID runs are cheap and VALID ones
-are the cost: the walk comes down from the INVALID side.
+Peak QPS (`peak_qps`) is searched at full length only (the benchmark's 600 s, a submission's 2400 s, or
+`--duration`): short runs are lenient by a third and more where long outputs fill the KV cache slowly
+(DeepSeek-R1), so they can neither place nor rank a peak. Every search run stops once it can only be INVALID
+(`gpusim.simulation.InvalidStop`), so an overloaded run is cheap and the VALID ones are the cost. A capacity
+probe (`probe_capacity`) runs the deployment above the cost model's steady-state estimate (`latency_bound_qps`,
+the rate at the largest batch whose estimated TPOT meets the limit) and reads the rate it served; the walk
+(`walk_to_flip`) then ends on a VALID rate whose neighbour up the 1% grid is INVALID, so a search from any
+start (a fresh probe, a cached or shipped peak) ends on the same rate.
 
 Deployment search (`search_deployments`): `candidate_deployments` lists every layout (TP, PP, EP,
 attention DP, weights precision, batch and token budgets; instances fill the hardware) that fits in
 memory; an analytic screen (`expected_qps`, microseconds each) ranks them; the best budget variant of
-each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate gets a coarse peak search
-(bracket ±10%; a lone contender goes straight to its peak search), candidates are ranked by the completed
-tokens/s at their coarse peak, and the winner's full-duration walk starts from its coarse peak.
+each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate is probed, candidates are ranked
+by the peak their probe expects, and the winner walks to its flip from there, its probe's runs reused.
 Offline has no rate to search: each contender runs LoadGen's minimum (600 s), the best `finalists` the full
-duration, and the highest tokens/s wins. The deployment the search
-starts from (the default, or `--deployment`) is always simulated too, so the search never returns a
-worse one.
+duration, and the highest tokens/s wins. The deployment the search starts from (the default, or
+`--deployment`) is always simulated too, so the search never returns a worse one.
 """
 
 from __future__ import annotations
@@ -52,12 +46,10 @@ from gpusim.specs.software import load_software
 
 Log = Callable[[str], None]
 GROWTH = 1.25
-"""Bracketing factor from the analytic estimate (LoadGen doubles; the estimate is usually within 25%,
-and an overloaded run costs more to simulate than a valid one)."""
+"""A capacity probe's first run is this far above the analytic estimate (which is usually within 25%)."""
 WALK_DOWN = 0.9
-"""When the full run at the short-run peak is INVALID, full runs step down by this factor until VALID, then
-bisect: DeepSeek-R1's short runs can be lenient by a third, as its long outputs fill the KV cache slowly."""
-MIN_SEARCH_S = 60.0
+"""Where no served rate says how far down the flip is, full runs step down by this factor (an INVALID run that
+kept up with its arrivals: a latency limit binds before capacity)."""
 TPOT_MARGIN = 0.8
 """The analytic screen keeps the estimated mean TPOT under this share of the p99 limit."""
 
@@ -154,81 +146,15 @@ def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
     return qps_tpot(lo)[0] if lo else 0.0
 
 
-def search_duration_s(bench: BenchmarkSpec, scenario: str, full_s: float, seed: int = 0,
-                      latencies: float = 2.0) -> float:
-    """Arrival seconds of a Server-like bisection run: `latencies` × the longest valid mean latency, in
-    [60 s, full]."""
-    limits = bench.limits(scenario)
-    _, osl = _mean_lengths(bench, seed)
-    return min(full_s, max(MIN_SEARCH_S, latencies * (limits.ttft_s + osl * limits.tpot_s)))
-
-
 # ---- peak QPS -----------------------------------------------------------------------------------
 @dataclass
 class PeakSearch:
-    """The bracket a bisection ended with, and every rate it tried."""
+    """Where the verdict flips: the highest VALID rate and the lowest INVALID one above it, and every rate tried."""
 
     peak: float
     """Highest VALID rate (0 if none was found)."""
     lowest_invalid: float
     tried: list[tuple[float, bool]] = field(default_factory=list)
-
-
-def find_peak_qps(is_valid: Callable[[float], bool], start: float, rel_tol: float = 0.01,
-                  lo: float | None = None, hi: float | None = None, floor: float = 1e-3,
-                  growth: float = 2.0, grid: float | None = None,
-                  margin: Callable[[float], float | None] | None = None) -> PeakSearch:
-    """LoadGen's FindPeakPerformance on any verdict function: bracket by growing/shrinking `start` by
-    `growth` (LoadGen doubles), then bisect until hi/lo − 1 ≤ rel_tol. A known bracket (`lo` VALID,
-    `hi` INVALID) skips the bracketing.
-
-    Every rate tried lies on one geometric grid, `grid`^k (default 1 + rel_tol), so searches that start
-    from different estimates or brackets end on the same grid point wherever the verdict flips once:
-    a coarse ranking search continued to the final tolerance equals a fresh search of that tolerance.
-
-    With `margin` (a tried rate's signed distance from its limit, `Checks.latency_margin`) the bisection
-    interpolates where the margin crosses zero (regula falsi, Illinois variant) rather than halving; it ends
-    on the same grid point, in fewer runs where the margin is smooth in the rate (a TPOT limit)."""
-    tried: list[tuple[float, bool]] = []
-    ratio = math.log(grid or 1 + rel_tol)
-    given: dict[int, float] = {}  # a given bracket's ends keep their own values
-
-    def rate(k: int) -> float:
-        return given.get(k, math.exp(k * ratio))
-
-    def valid(k: int) -> bool:
-        ok = is_valid(rate(k))
-        tried.append((rate(k), ok))
-        return ok
-
-    step = max(1, round(math.log(growth) / ratio))
-    width = max(1, math.floor(math.log(1 + rel_tol) / ratio + 1e-9))
-    if lo is None or hi is None:
-        k = round(math.log(max(start, floor)) / ratio)
-        if valid(k):
-            klo, khi = k, k + step
-            while valid(khi):
-                klo, khi = khi, khi + step
-        else:
-            klo, khi = k - step, k
-            while not valid(klo):
-                klo, khi = klo - step, klo
-                if rate(klo) < floor:
-                    return PeakSearch(0.0, rate(khi), tried)
-    else:
-        klo = round(math.log(lo) / ratio)
-        khi = max(klo + 1, round(math.log(hi) / ratio))
-        given.update({klo: lo, khi: hi})
-    weight, kept = {"lo": 1.0, "hi": 1.0}, None
-    while khi - klo > width:
-        k = _crossing(klo, khi, rate, margin, weight) if margin is not None else None
-        k = (klo + khi) // 2 if k is None else k
-        ok = valid(k)
-        klo, khi = (k, khi) if ok else (klo, k)
-        end = "hi" if ok else "lo"  # the end that stayed; Illinois halves its margin when it stays twice
-        weight = {**weight, end: weight[end] * 0.5} if end == kept else {"lo": 1.0, "hi": 1.0}
-        kept = end
-    return PeakSearch(rate(klo), rate(khi), tried)
 
 
 def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable[[float], float | None],
@@ -286,7 +212,7 @@ class PeakResult:
 
     setup: Setup
     trial: Trial
-    """The full-duration run at the peak (or the best short run when `confirmed` is False)."""
+    """The full-duration run at the peak (a ranking probe's, `confirmed` False: its run nearest the peak it expects)."""
     search: PeakSearch
     limit: str | None
     """Why the next rate up fails (the reason of the lowest INVALID run)."""
@@ -294,57 +220,88 @@ class PeakResult:
     runs: int
 
 
+@dataclass
+class FullRuns:
+    """One deployment's full-length runs at the rates a search asks for: each rate run once, stopped once it
+    can only be INVALID (`InvalidStop`)."""
+
+    setup: Setup
+    scenario: str
+    duration_s: float
+    seed: int = 0
+    log: Log = _quiet
+    trials: dict[float, Trial] = field(default_factory=dict)
+
+    def __call__(self, q: float) -> Trial:
+        if (t := self.trials.get(q)) is None:
+            t = self.trials[q] = trial(self.setup, self.scenario, q, self.duration_s, self.seed, stop_when_invalid=True)
+            verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
+            self.log(f"  {self.setup.deployment.name}: {q:,.2f} QPS, {self.duration_s:.0f} s → {verdict}")
+        return t
+
+    def margin(self, q: float) -> float | None:
+        """The run at `q`'s signed distance from its latency limit; None for a stopped run (its percentiles are of
+        its early completions) or a rate not run."""
+        t = self.trials.get(q)
+        return None if t is None or t.checks.stopped_s is not None else t.checks.latency_margin
+
+    def result(self, search: PeakSearch, confirmed: bool = True) -> PeakResult:
+        """The search's outcome: the run at its peak (else at its lowest INVALID rate), why the next rate up fails."""
+        at = self.trials.get(search.peak) or self.trials[search.lowest_invalid]
+        above = self.trials.get(search.lowest_invalid)
+        return PeakResult(self.setup, at, search, above.checks.reason if above else None,
+                          confirmed and search.peak > 0, len(self.trials))
+
+
+PROBE_RUNS = 3
+"""Most INVALID runs a capacity probe (`probe_capacity`) takes before it settles for what it knows."""
+
+
+def probe_capacity(estimate: float, runs: Callable[[float], Trial], grid: float) -> float:
+    """Where a deployment's full-length peak is expected, from full-length runs stopped once doomed
+    (`InvalidStop`): the first at `GROWTH` × the analytic `estimate`, above the peak on purpose, as an
+    overloaded run is cheap and says what the deployment serves (`served_qps`, plus `CAPACITY_SLACK`). A VALID
+    run doubles the next one (as LoadGen does); an INVALID one that kept up with its arrivals (a latency limit
+    bound before capacity) moves it down by `WALK_DOWN`, at most `PROBE_RUNS` times. Returns the expected peak
+    on the `grid`; `runs(q)` runs one rate."""
+    ratio = math.log(grid)
+
+    def snap(q: float) -> float:
+        return math.exp(round(math.log(max(q, 1e-3)) / ratio) * ratio)
+
+    q, valid, invalid, down = snap(GROWTH * (estimate or 1.0)), None, None, 0
+    while down < PROBE_RUNS:
+        t = runs(q)
+        if t.valid:
+            valid = q
+        else:
+            invalid, down = q if invalid is None else min(invalid, q), down + 1
+            if (served := served_qps(t)) is not None:
+                return snap(max(served * (1 + CAPACITY_SLACK), valid or 0.0))
+        if valid is not None and invalid is not None:
+            break  # the flip lies between them
+        q = snap(q * (2.0 if t.valid else WALK_DOWN))
+    return valid if valid is not None else q
+
+
 def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed: int = 0, rel_tol: float = 0.01,
-             confirm: bool = True, start: float | None = None, log: Log = _quiet, latencies: float = 2.0,
-             grid: float | None = None, hint: float | None = None) -> PeakResult:
-    """The highest Poisson QPS whose run is VALID: short-run bisection, then full-duration runs to the flip.
+             start: float | None = None, log: Log = _quiet, hint: float | None = None,
+             known: dict[float, Trial] | None = None) -> PeakResult:
+    """The highest Poisson QPS whose full-length run is VALID, on the geometric grid (1 + `rel_tol`)^k.
 
-    Short runs last `latencies` mean valid latencies (`search_duration_s`). At full duration `walk_to_flip`
-    starts from the short runs' peak and ends on a VALID rate whose neighbour up is INVALID, both run at full
-    length, so any start finds the same peak. A `hint` (a peak found before on the same grid: a coarse ranking
-    search's, a shipped searched default's) skips the short runs: two full-length runs when it is right."""
-    full = duration_s or setup.bench.min_duration_s
-    short = search_duration_s(setup.bench, scenario, full, seed, latencies)
-    step = grid or 1 + rel_tol
-    trials: dict[tuple[float, float], Trial] = {}
-
-    def judged(q: float, d: float) -> bool:
-        t = trial(setup, scenario, q, d, seed, stop_when_invalid=True)
-        trials[q, d] = t
-        verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
-        log(f"  {setup.deployment.name}: {q:,.2f} QPS, {d:.0f} s → {verdict}")
-        return t.valid
-
-    def margin(d: float) -> Callable[[float], float | None]:
-        # a stopped run's percentiles are of its early completions: no margin to interpolate on
-        return lambda q: None if (t := trials.get((q, d))) is None or t.checks.stopped_s is not None \
-            else t.checks.latency_margin
-
-    def at_full(start_q: float) -> PeakSearch:
-        def run(q: float) -> Trial | None:
-            return trials.get((q, full))
-
-        return walk_to_flip(start_q, lambda q: judged(q, full), step, below=partial(_served_below, run),
-                            cheap=partial(_stopped, run), margin=margin(full))
-
-    def result(search: PeakSearch, runs: int, confirmed: bool) -> PeakResult:
-        d = full if confirmed else short
-        at = trials.get((search.peak, d)) or trials[search.lowest_invalid, d]
-        above = trials.get((search.lowest_invalid, d))
-        return PeakResult(setup, at, search, above.checks.reason if above else None,
-                          confirmed and search.peak > 0, runs)
-
-    if hint is not None:
-        search = at_full(hint)
-        return result(search, len(search.tried), True)
-    est = start if start is not None else expected_qps(setup, scenario, seed) or 1.0
-    search = find_peak_qps(lambda q: judged(q, short), est, rel_tol, growth=GROWTH, grid=grid,
-                           margin=margin(short))
-    if search.peak <= 0 or not confirm:
-        return result(search, len(search.tried), False)
-    flip = at_full(search.peak)
-    return result(PeakSearch(flip.peak, flip.lowest_invalid, search.tried + flip.tried),
-                  len(search.tried) + len(flip.tried), True)
+    Without a `hint` (a peak found before on the same grid: a shipped searched default's, a ranking probe's) a
+    capacity probe (`probe_capacity`, from `start` or the analytic estimate) says where to look. `walk_to_flip`
+    then ends on a VALID rate whose neighbour up is INVALID, both run at full length, so any start finds the
+    same peak; every run stops once it can only be INVALID, so the VALID runs are the cost. `known` trials (a
+    ranking probe's, at this length) are not run again."""
+    runs = FullRuns(setup, scenario, duration_s or setup.bench.min_duration_s, seed, log, dict(known or {}))
+    step = 1 + rel_tol
+    if hint is None:
+        hint = probe_capacity(start if start is not None else expected_qps(setup, scenario, seed), runs, step)
+    search = walk_to_flip(hint, lambda q: runs(q).valid, step, seen={q: t.valid for q, t in runs.trials.items()},
+                          below=partial(_served_below, runs.trials.get), cheap=partial(_stopped, runs.trials.get),
+                          margin=runs.margin)
+    return runs.result(search)
 
 
 HINT_GROWTH = 1.05
@@ -401,10 +358,6 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
 
 
 # ---- deployment search --------------------------------------------------------------------------
-RANK_TOL = 0.1
-"""Bracket width (hi/lo − 1) of the ranking searches."""
-RANK_LATENCIES = 2.0
-"""Ranking runs last two mean valid latencies (≥ 60 s, ≤ full): shorter ones have not filled the batch yet."""
 POW2 = (1, 2, 4, 8, 16, 32, 64)
 BATCH_PER_RANK = (64, 256, 1024)
 TOKENS_PER_RANK = (2048, 8192)
@@ -499,6 +452,8 @@ class Ranked:
     setup: Setup
     estimate_qps: float
     peak: PeakResult | None = None
+    probe: dict[float, Trial] = field(default_factory=dict)
+    """Server-like: the full-length runs of its capacity probe, by rate."""
 
 
 @dataclass
@@ -565,21 +520,18 @@ def search_deployments(base: Setup, scenario: str, duration_s: float | None = No
     contenders, screened = shortlist(base, scenario, seed, screen, gpus)
     log(f"search: {screened} deployments fit; simulating the top {len(contenders)} (with the given one)")
     full = duration_s or base.bench.min_duration_s
-    if scenario in rules.SERVER_LIKE and len(contenders) == 1:  # nothing to rank: the one contender's peak
-        win = contenders[0]
-        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, start=win.estimate_qps, log=log)
-        _require_valid(win, base)
-        return SearchResult(win.peak, contenders, screened)
     if scenario in rules.SERVER_LIKE:
-        job = partial(_coarse_peak, scenario=scenario, full=full, seed=seed, grid=1 + rel_tol)
-        for r, peak in zip(contenders, parallel_map(job, [(r.setup, r.estimate_qps) for r in contenders], workers),
-                           strict=True):
-            r.peak = peak
-            _log_peak(log, peak)
-        contenders.sort(key=lambda r: -_tokens_per_s(r.peak))
+        job = partial(_probe, scenario=scenario, full=full, seed=seed, grid=1 + rel_tol)
+        probes = parallel_map(job, [(r.setup, r.estimate_qps) for r in contenders], workers)
+        for r, (expected, trials) in zip(contenders, probes, strict=True):
+            r.probe = trials
+            r.peak = FullRuns(r.setup, scenario, full, seed, trials=trials).result(
+                PeakSearch(expected, min((q for q, t in trials.items() if not t.valid), default=0.0)), False)
+            _log_probe(log, r, full)
+        contenders.sort(key=lambda r: -r.peak.search.peak)  # by the peak each probe expects
         win = contenders[0]
-        _require_valid(win, base)
-        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, log=log, hint=win.peak.search.peak)
+        win.peak = peak_qps(win.setup, scenario, full, seed, rel_tol, log=log, hint=win.peak.search.peak,
+                            known=win.probe)
         _require_valid(win, base)
         return SearchResult(win.peak, contenders, screened)
     short = min(full, SHORT_OFFLINE_S)
@@ -606,11 +558,12 @@ def confirm_winner(setup: Setup, scenario: str, duration_s: float, seed: int = 0
     return SearchResult(peak, [Ranked(setup, expected_qps(setup, scenario, seed), peak)], 0)
 
 
-def _coarse_peak(job: tuple[Setup, float], scenario: str, full: float, seed: int, grid: float) -> PeakResult:
-    """A ranking peak search (±RANK_TOL on the final grid, short runs) of one contender (process-pool job)."""
+def _probe(job: tuple[Setup, float], scenario: str, full: float, seed: int, grid: float
+           ) -> tuple[float, dict[float, Trial]]:
+    """One contender's capacity probe (process-pool job): the peak it expects, and the runs it took."""
     setup, estimate = job
-    return peak_qps(setup, scenario, full, seed, rel_tol=RANK_TOL, confirm=False, start=estimate,
-                    latencies=RANK_LATENCIES, grid=grid)
+    runs = FullRuns(setup, scenario, full, seed)
+    return probe_capacity(estimate, runs, grid), runs.trials
 
 
 def _offline_trial(setup: Setup, scenario: str, duration_s: float, seed: int) -> Trial:
@@ -623,9 +576,10 @@ def _require_valid(win: Ranked, base: Setup) -> None:
                          f"{base.hardware.id} is VALID at any QPS")
 
 
-def _log_peak(log: Log, p: PeakResult) -> None:
-    for q, ok in p.search.tried:
-        log(f"  {p.setup.deployment.name}: {q:,.2f} QPS → {'VALID' if ok else 'INVALID'}")
+def _log_probe(log: Log, r: Ranked, full: float) -> None:
+    for q, t in r.probe.items():
+        log(f"  {r.setup.deployment.name}: {q:,.2f} QPS, {full:.0f} s → {'VALID' if t.valid else 'INVALID'}")
+    log(f"  {r.setup.deployment.name}: peak expected near {r.peak.search.peak:,.2f} QPS")
 
 
 def _within(setup: Setup, gpus: int | None) -> bool:

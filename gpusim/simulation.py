@@ -45,8 +45,9 @@ class Result:
 class InvalidStop:
     """A stop rule for runs judged for their verdict alone (the peak-QPS search): a Server-like run ends as
     soon as more of its requests are past the TTFT limit, or have completed over the TPOT limit, than early
-    stopping allows for its query count (`rules.max_overlatency`); no later event can make it VALID, and an
-    overloaded run spends most of its simulated time after that point."""
+    stopping allows for its query count (`rules.max_overlatency`), and it has run long enough to say what it
+    served (twice `warm_s`); no later event can make it VALID, and an overloaded run spends most of its
+    simulated time after that point."""
 
     limits: LatencyLimits
     allowed: int
@@ -78,7 +79,8 @@ class InvalidStop:
         if self.limits.tpot_s < float("inf"):
             self.overlatency["TPOT"] = rules.tpot_overlatency(records.first_token_s, records.completion_s,
                                                               records.output_tokens, self.limits.tpot_s)
-        return max(self.overlatency.values()) > self.allowed
+        # not before the served rate means something (`served_tokens_per_s`): a doomed run still says what it served
+        return max(self.overlatency.values()) > self.allowed and now_s >= 2 * self.warm_s
 
     def served_tokens_per_s(self) -> float | None:
         """The output rate over the second half of the run so far, what an overloaded engine sustains; None

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
 from gpusim.search import (
     SCREEN_KEEP,
+    FullRuns,
     _layout,
     balanced,
     candidate_deployments,
     expected_qps,
-    find_peak_qps,
     latency_bound_qps,
     peak_qps,
+    probe_capacity,
     search_deployments,
     shortlist,
     trial,
@@ -23,26 +26,27 @@ from gpusim.search import (
 from gpusim.specs.model import load_model
 
 
-@pytest.mark.parametrize(("threshold", "start"), [(37.3, 5.0), (37.3, 500.0), (0.8, 1.0), (1234.0, 37.0)])
-def test_bisection_finds_a_known_threshold(threshold, start):
-    s = find_peak_qps(lambda q: q <= threshold, start, rel_tol=0.001)
-    assert s.peak <= threshold < s.lowest_invalid
-    assert s.lowest_invalid / s.peak - 1 <= 0.001 + 1e-9  # one step of the 1.001 grid
-    assert all(ok == (q <= threshold) for q, ok in s.tried)
-
-
-def test_bisection_reports_zero_when_nothing_is_valid():
-    s = find_peak_qps(lambda q: False, 10.0, floor=0.01)
-    assert s.peak == 0.0
-
-
-def test_bisection_keeps_a_given_bracket():
-    calls = []
-    s = find_peak_qps(lambda q: calls.append(q) or q <= 50, 1.0, rel_tol=0.01, lo=40.0, hi=60.0)
-    assert all(40 < q < 60 for q in calls) and s.peak <= 50 < s.lowest_invalid
+def grid_flip(threshold: float, grid: float = 1.01) -> tuple[float, float]:
+    """The adjacent rates of the grid `grid`^k between which a verdict `q <= threshold` flips."""
+    k = math.floor(math.log(threshold) / math.log(grid))
+    return math.exp(k * math.log(grid)), math.exp((k + 1) * math.log(grid))
 
 
 SMALL = prepare("b200-hgx", "llama2-70b")
+
+
+ONE = SMALL.with_deployment(SMALL.deployment.model_copy(update={"instances": 1}))
+
+
+@pytest.fixture(scope="module")
+def flip_one() -> tuple[float, float]:
+    """The full-length (400 s) flip of one B200 Llama 2 instance on the 1% grid, found by trying every grid
+    rate down from well above its capacity: no search involved."""
+    ratio = math.log(1.01)
+    k = math.ceil(math.log(1.3 * expected_qps(ONE, "server")) / ratio)
+    while not trial(ONE, "server", math.exp(k * ratio), 400.0, stop_when_invalid=True).valid:
+        k -= 1
+    return math.exp(k * ratio), math.exp((k + 1) * ratio)
 
 
 def test_an_overloaded_server_run_is_invalid_for_ttft():
@@ -61,16 +65,23 @@ def test_peak_search_on_the_engine_brackets_a_valid_and_an_invalid_rate():
     assert not above.valid
 
 
-def test_a_peak_the_short_runs_overstate_is_found_again_at_full_length():
-    """Short runs pass a rate a full-length run fails (the queue grows too slowly to show): the search goes on at
-    full length from what the failed run served, and ends on a rate that holds next to one that does not."""
-    one = SMALL.with_deployment(SMALL.deployment.model_copy(update={"instances": 1}))
-    p, short = peak_qps(one, "server", duration_s=400.0), peak_qps(one, "server", duration_s=400.0, confirm=False)
-    assert p.search.peak < short.search.peak
-    assert trial(one, "server", p.search.peak, 400.0).valid
-    assert not trial(one, "server", p.search.lowest_invalid, 400.0).valid
-    assert p.search.lowest_invalid / p.search.peak == pytest.approx(1.01)
-    assert p.runs - short.runs <= 4  # after the short bisection, at most four full-length runs
+@pytest.mark.parametrize("start", [None, 3.0, 60.0])
+def test_a_peak_is_found_at_full_length_from_any_estimate(start, flip_one):
+    """A capacity probe from the analytic, a low or a high estimate says where to look; the walk ends on the
+    rate every grid point tried one by one finds, in a handful of full-length runs."""
+    p = peak_qps(ONE, "server", duration_s=400.0, start=start)
+    assert p.confirmed and p.trial.valid and p.trial.qps == p.search.peak
+    assert (p.search.peak, p.search.lowest_invalid) == pytest.approx(flip_one, rel=1e-12)
+    assert p.runs <= (5 if start is None else 9)
+
+
+def test_an_overloaded_probe_run_says_where_the_peak_is(flip_one):
+    """The probe's first run is above the estimate on purpose: what that overloaded run served lands within a
+    few percent of the full-length peak, where the walk starts."""
+    runs = FullRuns(ONE, "server", 400.0)
+    expected = probe_capacity(expected_qps(ONE, "server"), runs, 1.01)
+    assert len(runs.trials) == 1 and not next(iter(runs.trials.values())).valid
+    assert expected == pytest.approx(flip_one[0], rel=0.04)
 
 
 def test_latency_bound_estimate_is_tighter_for_interactive():
@@ -204,19 +215,6 @@ def test_a_reasoning_offline_run_of_loadgens_minimum_length_is_set_by_its_drain(
     assert long.tokens_per_s > 1.1 * short.tokens_per_s
 
 
-@pytest.mark.parametrize("start", [3.0, 41.0, 900.0])
-def test_bisections_from_any_start_or_coarse_bracket_end_on_the_same_rate(start):
-    fresh = find_peak_qps(lambda q: q <= 37.3, 10.0, rel_tol=0.01, growth=1.25)
-    coarse = find_peak_qps(lambda q: q <= 37.3, start, rel_tol=0.1, growth=1.25, grid=1.01)
-    refined = find_peak_qps(lambda q: q <= 37.3, 0.0, rel_tol=0.01, lo=coarse.peak, hi=coarse.lowest_invalid)
-    assert refined.peak == fresh.peak and refined.lowest_invalid == fresh.lowest_invalid
-
-
-def test_a_bracket_off_the_grid_is_returned_as_given():
-    s = find_peak_qps(lambda q: q <= 50.0, 0.0, rel_tol=0.01, lo=49.9, hi=50.3)
-    assert s.peak == 49.9 and s.lowest_invalid == 50.3  # a caller looks its trials up by these values
-
-
 def test_the_analytic_screen_agrees_with_the_simulated_steady_rate_on_small_cases():
     from gpusim.loadgen.datasets import dataset_lengths
     from gpusim.specs.deployment import Deployment
@@ -235,37 +233,37 @@ def test_the_analytic_screen_agrees_with_the_simulated_steady_rate_on_small_case
 @pytest.mark.parametrize("hint", [37.0, 37.3 / 1.01 ** 3, 37.3 * 1.12, 30.0, 60.0])
 def test_a_walk_from_any_start_ends_where_a_fresh_search_does(hint):
     calls = []
-    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
+    peak, above = grid_flip(37.3)
     s = walk_to_flip(hint, lambda q: calls.append(q) or q <= 37.3, 1.01)
-    assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+    assert (s.peak, s.lowest_invalid) == pytest.approx((peak, above), rel=1e-12)
     assert len(calls) == len(set(calls))  # each rate judged once
-    if abs(hint / fresh.peak - 1) < 0.005:
+    if abs(hint / peak - 1) < 0.005:
         assert len(calls) == 2  # the start and its neighbour up
 
 
 def test_a_walk_over_cheap_invalid_runs_meets_one_valid_rate_only():
     """Where INVALID runs are cheap (stopped once doomed), the walk comes down from the INVALID side: of the rates
     it judges, only the peak is VALID; a capacity named by `below` takes it there at once."""
-    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
+    peak, above = grid_flip(37.3)
     for below, most in ((None, 12), (lambda q: 37.9, 4)):
         calls: list[float] = []
         s = walk_to_flip(41.0, lambda q, calls=calls: calls.append(q) or q <= 37.3, 1.01, seen={41.0: False},
                          below=below, cheap=lambda q: True)
-        assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+        assert (s.peak, s.lowest_invalid) == pytest.approx((peak, above), rel=1e-12)
         assert [q for q in calls if q <= 37.3] == [s.peak] and len(calls) <= most
 
 
 def test_a_walk_below_a_capacity_that_reads_low_still_finds_the_flip():
     """`below` only says where to look: a capacity that reads under the peak costs runs, not the answer."""
-    fresh = find_peak_qps(lambda q: q <= 37.3, 5.0, rel_tol=0.01)
     s = walk_to_flip(41.0, lambda q: q <= 37.3, 1.01, below=lambda q: 30.0, cheap=lambda q: True)
-    assert (s.peak, s.lowest_invalid) == (fresh.peak, fresh.lowest_invalid)
+    assert (s.peak, s.lowest_invalid) == pytest.approx(grid_flip(37.3), rel=1e-12)
 
 
 def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
     """An overloaded Server run judged for its verdict alone ends when more requests are past the TTFT limit than
-    early stopping allows; the full run is INVALID too, and the rate the engine served by then is what the full
-    run sustains (none is given when it stopped before the engine was warm). A VALID run is never stopped."""
+    early stopping allows, once it has run long enough to say what it served; the full run is INVALID too, and
+    the rate the engine served by then is what the full run sustains, whatever the overload. A VALID run is never
+    stopped."""
     one = SMALL.with_deployment(SMALL.deployment.model_copy(update={"instances": 1}))
     over = 1.1 * expected_qps(one, "server")  # over the analytic capacity (conservative under the power limit)
     doomed = trial(one, "server", over, 900.0, stop_when_invalid=True)
@@ -277,7 +275,9 @@ def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
     assert doomed.result.summary["wall_s"] < whole.result.summary["wall_s"]
     assert stop["served_tokens_per_s"] == pytest.approx(whole.result.summary["steady_output_tokens_per_s"], rel=0.05)
     early = trial(one, "server", 3 * over, 900.0, stop_when_invalid=True).result.summary["stopped"]
-    assert early["at_s"] < stop["at_s"] and early["served_tokens_per_s"] is None
+    warm = SMALL.bench.server.ttft_s + doomed.result.requests["output_tokens"].mean() * SMALL.bench.server.tpot_s
+    assert 2 * warm <= early["at_s"] <= stop["at_s"]  # not before it can say what it served
+    assert early["served_tokens_per_s"] == pytest.approx(stop["served_tokens_per_s"], rel=0.05)
     ok = trial(SMALL, "server", qps=50.0, duration_s=60.0, stop_when_invalid=True)
     plain = trial(SMALL, "server", qps=50.0, duration_s=60.0)
     assert ok.valid and ok.result.summary["stopped"] is None
