@@ -66,7 +66,7 @@ def search(hardware: str, benchmark: str, scenario: str, log: Log | None = None,
 
 
 def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
-    """The run at the deployment's peak valid QPS (LoadGen's bisection, confirmed at the run's full length)."""
+    """The run at the deployment's peak valid QPS, searched at the run's full length (`search.peak_qps`)."""
     from gpusim.loadgen.rules import SERVER_LIKE
     from gpusim.search import peak_qps
 

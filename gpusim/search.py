@@ -504,8 +504,8 @@ def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
         short.append(Ranked(base, expected_qps(base, scenario, seed)))  # the starting deployment always competes
     if scenario not in rules.SERVER_LIKE:
         # a submitter tries the attention-DP balance where the software offers it, and keeps what serves more.
-        # Only Offline contenders run the full run they report; Server ones are ranked on short runs, whose
-        # p99 TTFT does not yet show what holding requests back costs against the limit.
+        # Only Offline contenders run the full run they report; Server ones are ranked by what an overloaded run
+        # served, which does not show what holding requests back costs against the TTFT limit.
         short += [Ranked(r.setup.with_deployment(d, d.name), r.estimate_qps) for r in list(short)
                   if (d := balanced(r.setup.deployment)) is not None]
     return short, len(est)

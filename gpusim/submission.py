@@ -1,8 +1,8 @@
 """What an MLPerf submission would report, judged by LoadGen's rules (`gpusim mlperf`, `gpusim.mlperf`), and the
 best deployment for an MLPerf question (`gpusim.search`).
 
-Offline → tokens/s; Server/Interactive → the peak valid Poisson QPS (bisection, as LoadGen's
-FindPeakPerformance) and its completed tokens/s; searching also picks the best deployment; `loadgen`
+Offline → tokens/s; Server/Interactive → the peak valid Poisson QPS (searched at full duration,
+`gpusim.search.peak_qps`) and its completed tokens/s; searching also picks the best deployment; `loadgen`
 replays the result with the real MLPerf LoadGen driving the simulated system in real time.
 """
 
