@@ -9,6 +9,7 @@ import pytest
 from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
 from gpusim.search import (
+    RANK_BAND,
     SCREEN_KEEP,
     FullRuns,
     _layout,
@@ -120,6 +121,20 @@ def test_search_returns_a_valid_best_among_the_ranked():
     assert sorted(r.setup.deployment.name for r in sr.ranked) == sorted(r.setup.deployment.name for r in short)
     assert any(r.setup.deployment == SMALL.deployment for r in sr.ranked)
     assert sr.best.setup.deployment.name == sr.ranked[0].setup.deployment.name
+
+
+def test_server_finalists_near_the_best_probe_are_walked_and_ranked_on_their_full_length_peaks():
+    """Probes place a peak to within several percent, so every finalist whose probe expects a peak near the
+    best expectation is walked to its flip; the search returns the one serving the most there."""
+    sr = search_deployments(SMALL, "server", duration_s=60.0, screen=3, finalists=2)
+    by_expected = sorted(sr.ranked, key=lambda r: -r.expected_peak)
+    near = [r for r in by_expected[:2] if r.expected_peak >= RANK_BAND * by_expected[0].expected_peak]
+    walked = [r for r in sr.ranked if r.peak.confirmed]
+    assert len(sr.ranked) >= 2 and {id(r) for r in walked} == {id(r) for r in near}
+    assert sr.best is walked[0].peak and all(r.peak.trial.valid for r in walked)
+    assert all(r.peak.trial.qps == r.peak.search.peak for r in walked)
+    rates = [r.peak.trial.tokens_per_s for r in walked]
+    assert rates == sorted(rates, reverse=True)
 
 
 def test_the_screen_simulates_only_layouts_near_the_best_estimate():
