@@ -12,8 +12,9 @@ start (a fresh probe, a cached or shipped peak) ends on the same rate.
 Deployment search (`search_deployments`): `candidate_deployments` lists every layout (TP, PP, EP,
 attention DP, weights precision, batch and token budgets; instances fill the hardware) that fits in
 memory; an analytic screen (`expected_qps`, microseconds each) ranks them; the best budget variant of
-each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate is probed, candidates are ranked
-by the peak their probe expects, and the winner walks to its flip from there, its probe's runs reused.
+each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate is probed, and the best `finalists`
+whose probes expect a peak within `RANK_BAND` of the best expectation walk to their flips, their probes' runs
+reused; the one serving the most tokens/s at its full-length peak wins.
 Offline has no rate to search: each contender runs LoadGen's minimum (600 s), the best `finalists` the full
 duration, and the highest tokens/s wins. The deployment the search starts from (the default, or
 `--deployment`) is always simulated too, so the search never returns a worse one.
@@ -306,6 +307,11 @@ def peak_qps(setup: Setup, scenario: str, duration_s: float | None = None, seed:
 
 HINT_GROWTH = 1.05
 """A full-length walk that finds only VALID rates moves up in steps of this factor."""
+NEAR_STEPS = 8
+"""A bracket at most this many grid steps wide, whose INVALID end was stopped and whose served rate lies under its
+VALID end, is halved: B200 DeepSeek-R1 Server TP8/EP8 climbed six VALID runs from 14.25 to its flip at 14.98 QPS
+under a stopped 15.13. A wider one (an INVALID end far up, from a probe) is climbed one VALID step at a time, as a
+run halfway up would be INVALID near the flip, where stopping saves little."""
 
 
 def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
@@ -316,9 +322,10 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
     once, starting at `first` (and the verdicts already `seen`): while only VALID rates are known, up in
     `HINT_GROWTH` steps; while only INVALID ones, down to `below(q)` of the lowest (the capacity an overloaded
     run served, under which the flip lies) or else in `WALK_DOWN` steps (one step from the start, or while those
-    runs are `cheap`). Inside a bracket it probes down from the INVALID end while its runs are `cheap` (stopped
-    as soon as they were doomed, `InvalidStop`: a VALID run is the expensive one), else where the `margin`s
-    cross or halfway. A right `first` costs two runs."""
+    runs are `cheap`). Inside a bracket whose INVALID end was `cheap` (stopped as soon as it was doomed,
+    `InvalidStop`: a VALID run is the expensive one) it goes to just above what that run served, else halves a
+    bracket of at most `NEAR_STEPS` or climbs; inside any other, where the `margin`s cross or halfway. A right
+    `first` costs two runs."""
     ratio = math.log(grid)
     known = {round(math.log(q) / ratio): ok for q, ok in (seen or {}).items()}
     tried: list[tuple[float, bool]] = []
@@ -351,7 +358,12 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
             else:
                 k = hi - (1 if first_move or (cheap is not None and cheap(rate(hi))) else walk)
         elif cheap is not None and cheap(rate(hi)):
-            k = max(lo + 1, min(hi - 1, u)) if (u := under(hi)) is not None else hi - 1
+            if (u := under(hi)) is None:
+                k = hi - 1
+            elif u > lo:
+                k = min(hi - 1, u)
+            else:  # the served rate is spent: halve a near bracket, climb out of a far one
+                k = (lo + hi) // 2 if hi - lo <= NEAR_STEPS else lo + 1
         else:
             x = _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0}) if margin is not None else None
             k = (lo + hi) // 2 if x is None else x

@@ -274,6 +274,18 @@ def test_a_walk_below_a_capacity_that_reads_low_still_finds_the_flip():
     assert (s.peak, s.lowest_invalid) == pytest.approx(grid_flip(37.3), rel=1e-12)
 
 
+def test_a_near_bracket_whose_served_rate_is_spent_is_halved_not_climbed():
+    """VALID at 14.25, a stopped INVALID 6 grid steps up whose served rate lies under 14.25, the flip one step under
+    it: halving finds the flip in three VALID runs where climbing took five."""
+    lo, hi = 1.01 ** 267, 1.01 ** 273
+    threshold = 1.01 ** 272 * 1.001
+    calls: list[float] = []
+    s = walk_to_flip(lo, lambda q: calls.append(q) or q <= threshold, 1.01, seen={lo: True, hi: False},
+                     below=lambda q: 0.9 * lo, cheap=lambda q: True)
+    assert (s.peak, s.lowest_invalid) == pytest.approx(grid_flip(threshold), rel=1e-12)
+    assert len(calls) <= 3
+
+
 def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
     """An overloaded Server run judged for its verdict alone ends when more requests are past the TTFT limit than
     early stopping allows, once it has run long enough to say what it served; the full run is INVALID too, and
