@@ -321,11 +321,11 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
     """The adjacent pair of grid rates where the verdict flips (VALID, then INVALID one step up), each rate judged
     once, starting at `first` (and the verdicts already `seen`): while only VALID rates are known, up in
     `HINT_GROWTH` steps; while only INVALID ones, down to `below(q)` of the lowest (the capacity an overloaded
-    run served, under which the flip lies) or else in `WALK_DOWN` steps (one step from the start, or while those
-    runs are `cheap`). Inside a bracket whose INVALID end was `cheap` (stopped as soon as it was doomed,
-    `InvalidStop`: a VALID run is the expensive one) it goes to just above what that run served, else halves a
-    bracket of at most `NEAR_STEPS` or climbs; inside any other, where the `margin`s cross or halfway. A right
-    `first` costs two runs."""
+    run served, under which the flip lies) or else in `WALK_DOWN` steps (one step from the start). Inside a
+    bracket whose INVALID end was `cheap` (stopped as soon as it was doomed, `InvalidStop`: a VALID run is the
+    expensive one) and overloaded it goes to just above what that run served, else halves a bracket of at most
+    `NEAR_STEPS` or climbs; inside any other, where the `margin`s cross or halfway. A right `first` costs two
+    runs."""
     ratio = math.log(grid)
     known = {round(math.log(q) / ratio): ok for q, ok in (seen or {}).items()}
     tried: list[tuple[float, bool]] = []
@@ -353,17 +353,11 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
         elif lo is None:
             if rate(hi) < 1e-3:
                 return PeakSearch(0.0, rate(hi), tried)
-            if (u := under(hi)) is not None:
-                k = min(hi - 1, u)
-            else:
-                k = hi - (1 if first_move or (cheap is not None and cheap(rate(hi))) else walk)
-        elif cheap is not None and cheap(rate(hi)):
-            if (u := under(hi)) is None:
-                k = hi - 1
-            elif u > lo:
-                k = min(hi - 1, u)
-            else:  # the served rate is spent: halve a near bracket, climb out of a far one
-                k = (lo + hi) // 2 if hi - lo <= NEAR_STEPS else lo + 1
+            # without a served rate (INVALID runs that kept up: a latency limit, not capacity) in WALK_DOWN steps
+            k = min(hi - 1, u) if (u := under(hi)) is not None else hi - (1 if first_move else walk)
+        elif cheap is not None and cheap(rate(hi)) and (u := under(hi)) is not None:
+            # above what the overloaded end served; once that is spent, halve a near bracket, climb out of a far one
+            k = min(hi - 1, u) if u > lo else (lo + hi) // 2 if hi - lo <= NEAR_STEPS else lo + 1
         else:
             x = _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0}) if margin is not None else None
             k = (lo + hi) // 2 if x is None else x

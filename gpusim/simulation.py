@@ -44,10 +44,10 @@ class Result:
 @dataclass
 class InvalidStop:
     """A stop rule for runs judged for their verdict alone (the peak-QPS search): a Server-like run ends as
-    soon as more of its requests are past the TTFT limit, or have completed over the TPOT limit, than early
-    stopping allows for its query count (`rules.max_overlatency`), and it has run long enough to say what it
-    served (twice `warm_s`); no later event can make it VALID, and an overloaded run spends most of its
-    simulated time after that point."""
+    soon as more of its requests are past the TTFT (or end-to-end) limit, or have completed over the TPOT
+    limit, than early stopping allows for its query count (`rules.max_overlatency`), and it has run long
+    enough to say what it served (twice `warm_s`); no later event can make it VALID, and an overloaded run
+    spends most of its simulated time after that point."""
 
     limits: LatencyLimits
     allowed: int
@@ -64,18 +64,24 @@ class InvalidStop:
     @classmethod
     def for_run(cls, bench: BenchmarkSpec, scenario: str, workload: Workload) -> InvalidStop | None:
         limits = bench.limits(scenario) if scenario in SERVER_LIKE else None
-        if limits is None or not limits.ttft_s < float("inf") or not len(workload):
+        first = limits and min(limits.ttft_s, limits.latency_s or float("inf"))  # the earliest a request can fail
+        if first is None or not first < float("inf") or not len(workload):
             return None
         osl = float(np.mean(workload.output_tokens))
         per_token = limits.tpot_s if limits.tpot_s < float("inf") else 0.0
+        ttft = limits.ttft_s if limits.ttft_s < float("inf") else 0.0
         return cls(limits, rules.max_overlatency(len(workload)),
-                   max(2 * limits.ttft_s, float(workload.arrival_s.max()) / 240),
-                   max(limits.ttft_s + osl * per_token, limits.latency_s or 0.0))
+                   max(2 * first, float(workload.arrival_s.max()) / 240),
+                   max(ttft + osl * per_token, limits.latency_s or 0.0))
 
     def __call__(self, records: Records, now_s: float) -> bool:
         self.produced.append((now_s, records.produced_tokens))
-        self.overlatency["TTFT"] = rules.ttft_overlatency(records.scheduled_s, records.first_token_s, now_s,
-                                                          self.limits.ttft_s)
+        if self.limits.ttft_s < float("inf"):
+            self.overlatency["TTFT"] = rules.ttft_overlatency(records.scheduled_s, records.first_token_s, now_s,
+                                                              self.limits.ttft_s)
+        if self.limits.latency_s is not None:  # end-to-end (use_token_latencies = 0): past it once still running
+            self.overlatency["latency"] = rules.ttft_overlatency(records.scheduled_s, records.completion_s, now_s,
+                                                                 self.limits.latency_s)
         if self.limits.tpot_s < float("inf"):
             self.overlatency["TPOT"] = rules.tpot_overlatency(records.first_token_s, records.completion_s,
                                                               records.output_tokens, self.limits.tpot_s)

@@ -259,10 +259,10 @@ def check(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_is
 def stopped(checks: Checks, overlatency: dict[str, int], queries: int, last_arrival_s: float,
             stopped_s: float) -> Checks:
     """The verdict of a Server-like run stopped at `stopped_s`, when `overlatency[metric]` of its `queries`
-    requests were already past that limit (TTFT, TPOT), one of them more than early stopping allows
+    requests were already past that limit (TTFT, TPOT, end-to-end latency), one of them more than early stopping allows
     (`max_overlatency`): `checks` (of the requests completed by then) with those early-stopping counts, the run's
     own query count and its last arrival."""
-    limit = {"TTFT": checks.limits[0], "TPOT": checks.limits[1]}
+    limit = {"TTFT": checks.limits[0], "TPOT": checks.limits[1], "latency": checks.latency_limit_s}
     early = [EarlyStopping(m, limit[m], t, queries, early_stopping_min_queries(t)) for m, t in overlatency.items()]
     early += [e for e in checks.early_stopping if e.metric not in overlatency]
     return replace(checks, queries_issued=queries, duration_s=last_arrival_s, early_stopping=early,
