@@ -1,6 +1,6 @@
 """Generation comparisons on the searched default deployments, beside published ratios (compare only).
 
-    python benchmarks/comparisons.py reference/mlperf_calibration.csv [--out docs/comparisons.md]
+    python benchmarks/comparisons.py [reference/mlperf_calibration.csv] [--out docs/comparisons.md]
 
 Reads the shipped searched defaults (`hardware_profiles/defaults/`, written by `gpusim defaults --write`: each
 entry is the deployment search's winner at 2,400 s with the v6 TensorRT-LLM profile) and writes one page:
@@ -20,6 +20,7 @@ from gpusim.analysis.published import RowUnsupported, map_row
 from gpusim.defaults import read_defaults
 from gpusim.specs.hardware import system_names
 from gpusim.validate.csvfile import read_checked_csv
+from gpusim.validate.datasets import MLPERF_CSV, cited
 
 PAIRS = (("b300-hgx", "b200-hgx"), ("gb300-nvl72", "gb200-nvl72"), ("vr-nvl72", "gb300-nvl72"),
          ("b200-hgx", "h200-hgx"), ("h200-hgx", "h100-hgx"))
@@ -61,7 +62,7 @@ def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, fl
 def page(csv: Path) -> str:
     pub, pred = published_medians(csv), predicted()
     lines = ["# Generation comparisons on searched deployments", "",
-             f"Written by `python benchmarks/comparisons.py {csv}`. Predicted: the searched default of each "
+             f"Written by `python benchmarks/comparisons.py {cited(csv)}`. Predicted: the searched default of each "
              "system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s runs, TensorRT-LLM v6 "
              f"profile), tokens/s per GPU as LoadGen reports it. Published: the median over {ROUND} submitters "
              "of each system (compare only).", "",
@@ -102,7 +103,8 @@ def page(csv: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("published", type=Path, help="CSV shaped like mlperf_calibration.csv")
+    ap.add_argument("published", type=Path, nargs="?", default=MLPERF_CSV,
+                    help="CSV shaped like mlperf_calibration.csv (default: the repository's reference/ copy)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "comparisons.md")
     args = ap.parse_args()
     text = page(args.published)

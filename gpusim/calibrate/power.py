@@ -40,7 +40,7 @@ from gpusim.specs.benchmark import load_benchmark
 from gpusim.specs.hardware import PROFILES, Hardware, load_hardware
 from gpusim.specs.model import load_model
 from gpusim.specs.sourced import Sourced
-from gpusim.validate.datasets import MLPERF_CSV
+from gpusim.validate.datasets import MLPERF_CSV, cited
 from gpusim.validate.mlperf import base_deployment
 
 ARCHITECTURES = ("blackwell", "blackwell_ultra")
@@ -159,7 +159,7 @@ def write(fp4_pj: float, ratios: dict[str, float], duration_s: float, csv: Path,
     """Replace the `tensor_pj_per_flop` block of every GPU profile of ARCHITECTURES."""
     today = date.today().isoformat()
     errors = ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
-    where = "reference/mlperf_calibration.csv" if csv.resolve() == MLPERF_CSV else csv.name
+    where = cited(csv)
     fitted = (f"fitted by `python -m gpusim.calibrate.power --write` on {today}: {ROUND} {BENCHMARK} Offline "
               f"medians in {where}, searched defaults, {duration_s:.0f} s runs (predicted/published {errors})")
     lines = ["tensor_pj_per_flop:"]

@@ -12,6 +12,12 @@ MLPERF_CSV = Path(__file__).resolve().parents[2] / "reference" / "mlperf_calibra
 kept out of the package: an installed gpusim is given the file's path)."""
 
 
+def cited(csv: Path) -> str:
+    """How a page or profile names a published-results file: the repository's own path for the shipped one, else
+    the file's name (never a path outside the repository)."""
+    return "reference/mlperf_calibration.csv" if csv.resolve() == MLPERF_CSV else csv.name
+
+
 def silicon_sample() -> Path | None:
     """The silicon sample inside the installed aiconfigurator-core, or None without the calibration extra."""
     data = aic_data_dir()
