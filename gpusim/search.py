@@ -236,8 +236,7 @@ class FullRuns:
     def __call__(self, q: float) -> Trial:
         if (t := self.trials.get(q)) is None:
             t = self.trials[q] = trial(self.setup, self.scenario, q, self.duration_s, self.seed, stop_when_invalid=True)
-            verdict = "VALID" if t.valid else f"INVALID: {t.checks.reason}"
-            self.log(f"  {self.setup.deployment.name}: {q:,.2f} QPS, {self.duration_s:.0f} s → {verdict}")
+            self.log(_run_line(self.setup, q, self.duration_s, t.valid, t.checks.reason))
         return t
 
     def margin(self, q: float) -> float | None:
@@ -270,16 +269,16 @@ def probe_capacity(estimate: float, runs: Callable[[float], Trial], grid: float)
     def snap(q: float) -> float:
         return math.exp(round(math.log(max(q, 1e-3)) / ratio) * ratio)
 
-    q, valid, invalid, down = snap(GROWTH * (estimate or 1.0)), None, None, 0
+    q, valid, down = snap(GROWTH * (estimate or 1.0)), None, 0
     while down < PROBE_RUNS:
         t = runs(q)
         if t.valid:
             valid = q
         else:
-            invalid, down = q if invalid is None else min(invalid, q), down + 1
+            down += 1
             if (served := served_qps(t)) is not None:
                 return snap(max(served * (1 + CAPACITY_SLACK), valid or 0.0))
-        if valid is not None and invalid is not None:
+        if valid is not None and down:
             break  # the flip lies between them
         q = snap(q * (2.0 if t.valid else WALK_DOWN))
     return valid if valid is not None else q
@@ -598,18 +597,23 @@ def _require_valid(win: Ranked, base: Setup) -> None:
                          f"{base.hardware.id} is VALID at any QPS")
 
 
+def _run_line(setup: Setup, q: float, full: float, valid: bool, reason: str | None = None) -> str:
+    """One judged rate as the search log shows it."""
+    verdict = "VALID" if valid else "INVALID" + (f": {reason}" if reason else "")
+    return f"  {setup.deployment.name}: {q:,.2f} QPS, {full:.0f} s → {verdict}"
+
+
 def _log_probe(log: Log, r: Ranked, full: float) -> None:
     for q, t in r.probe.items():
-        log(f"  {r.setup.deployment.name}: {q:,.2f} QPS, {full:.0f} s → {'VALID' if t.valid else 'INVALID'}")
+        log(_run_line(r.setup, q, full, t.valid))
     log(f"  {r.setup.deployment.name}: peak expected near {r.expected_peak:,.2f} QPS")
 
 
 def _log_walk(log: Log, r: Ranked, full: float) -> None:
-    tried = {q for q, _ in r.peak.search.tried}
     for q, ok in r.peak.search.tried:
-        log(f"  {r.setup.deployment.name}: {q:,.2f} QPS, {full:.0f} s → {'VALID' if ok else 'INVALID'}")
-    log(f"  {r.setup.deployment.name}: peak {r.peak.search.peak:,.2f} QPS ({len(tried)} runs after its probe), "
-        f"{_tokens_per_s(r.peak):,.0f} tokens/s")
+        log(_run_line(r.setup, q, full, ok))
+    log(f"  {r.setup.deployment.name}: peak {r.peak.search.peak:,.2f} QPS ({len(r.peak.search.tried)} runs after "
+        f"its probe), {_tokens_per_s(r.peak):,.0f} tokens/s")
 
 
 def _within(setup: Setup, gpus: int | None) -> bool:

@@ -245,7 +245,7 @@ class StepCostModel:
             j += self._decode_kv(b) * self._kv_j
             if self._depth:
                 seqs = b.decode_seqs
-                layer = (seqs * self._token_j + -(-seqs // self._dp) * self._rank_token_j) / self._layers
+                layer = (seqs * self._token_j + self._busiest(seqs, seqs) * self._rank_token_j) / self._layers
                 j += self._depth * (layer + seqs * self._lm_j)
         return j
 
