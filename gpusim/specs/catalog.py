@@ -37,11 +37,13 @@ ENV = "GPUSIM_PATH"
 
 
 def shipped_root(package: str) -> Path:
-    """The folder of a shipped data package, `hardware_profiles` or `workloads`."""
-    try:
-        return Path(str(resources.files(f"gpusim.{package}")))
-    except ModuleNotFoundError:  # a checkout on sys.path whose install predates the data packages
-        return Path(__file__).resolve().parents[2] / package
+    """The folder of a shipped data package, `hardware_profiles` or `workloads`: a checkout's own (the code
+    imported from a repository, editable install or on sys.path, reads the profiles beside it, not those an
+    editable install of another checkout maps the package to), else the installed package's."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / package / "__init__.py").is_file():
+        return root / package
+    return Path(str(resources.files(f"gpusim.{package}")))
 
 
 def shipped_dir(kind: str) -> Path:
