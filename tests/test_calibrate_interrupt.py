@@ -25,11 +25,13 @@ COLUMNS = ("id,silicon_data_source,backend,backend_version,model_path,system,pre
 
 
 def _silicon(path: Path, rows: int = 40) -> Path:
-    """A synthetic silicon sample: Llama 3.1 8B on H100 under TensorRT-LLM, made-up measurements; each
-    prediction pass takes a few seconds."""
+    """A synthetic silicon sample: Llama 3.1 8B on H100 under TensorRT-LLM, made-up measurements. Every row is
+    its own run (no cached prediction), so each pass takes a second or two on 2 cores and an interrupt in the
+    second pass lands several passes before the end (with 40-token rows a pass took 0.2 s, and one CI run
+    finished its calibration before the interrupt reached it)."""
     lines = [COLUMNS]
     for i in range(rows):
-        isl, osl, bs = (512, 1024, 2048)[i % 3], (256, 512)[i % 2], (8, 16, 32, 64)[i % 4]
+        isl, osl, bs = 512 + 16 * i, 2048 + 32 * i, (32, 64, 128, 256)[i % 4]
         lines.append(f"r{i},synthetic,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,{isl},{osl},,,"
                      f"{bs},1,1,,1,1,{40 + 5 * i},{6 + 0.1 * i}")
     path.write_text("\n".join(lines) + "\n")
