@@ -173,6 +173,26 @@ def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable
     return min(khi - 1, max(klo + 1, round(x)))
 
 
+def _extrapolated(known: dict[int, bool], lo: int, hi: int, rate: Callable[[int], float],
+                  margin: Callable[[float], float | None]) -> int | None:
+    """The grid index inside (lo, hi) just under where the secant through the margins of the two highest VALID
+    rates (`lo` and the one below it) reaches zero, at most `NEAR_STEPS` up; None without two VALID margins
+    rising towards the limit, or where the secant meets it only at or past the INVALID end `hi`.
+    A run's p99 latency grows convexly with the rate near the flip (B200 DeepSeek-R1 Server TP8/EP8: margins
+    -0.19, -0.10, -0.02 at 14.25, 14.68, 14.98 QPS, INVALID at 15.13), so the secant reaches zero at or beyond
+    the crossing and the grid point under it is the flip's VALID side or just below it."""
+    below = max((i for i, ok in known.items() if ok and i < lo), default=None)
+    if below is None or hi - lo < 2:
+        return None
+    m_lo, m_below = margin(rate(lo)), margin(rate(below))
+    if m_lo is None or m_below is None or not m_below < m_lo < 0:
+        return None
+    x = lo + (-m_lo) * (lo - below) / (m_lo - m_below)
+    if x >= hi:  # the secant passes the INVALID end: the margins are too flat to place the limit
+        return None
+    return min(hi - 1, lo + NEAR_STEPS, max(lo + 1, math.floor(x + 1e-9)))
+
+
 CAPACITY_SLACK = 0.02
 """An overloaded full run's served rate (`served_qps`) reads up to ~1% under what a run just below capacity
 sustains (B200 Llama 2 70B Server: 326.4-326.8 QPS served at 330.6-351 offered, 327.4 VALID, 330.6 INVALID):
@@ -322,9 +342,10 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
     `HINT_GROWTH` steps; while only INVALID ones, down to `below(q)` of the lowest (the capacity an overloaded
     run served, under which the flip lies) or else in `WALK_DOWN` steps (one step from the start). Inside a
     bracket whose INVALID end was `cheap` (stopped as soon as it was doomed, `InvalidStop`: a VALID run is the
-    expensive one) and overloaded it goes to just above what that run served, else halves a bracket of at most
-    `NEAR_STEPS` or climbs; inside any other, where the `margin`s cross or halfway. A right `first` costs two
-    runs."""
+    expensive one) and overloaded it goes to just above what that run served; otherwise to where the `margin`s
+    of its ends cross, or where the secant of the two highest VALID margins meets the limit (`_extrapolated`);
+    failing both, a cheap end's bracket is halved if at most `NEAR_STEPS` wide or climbed, any other halved.
+    A right `first` costs two runs."""
     ratio = math.log(grid)
     known = {round(math.log(q) / ratio): ok for q, ok in (seen or {}).items()}
     tried: list[tuple[float, bool]] = []
@@ -354,12 +375,19 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
                 return PeakSearch(0.0, rate(hi), tried)
             # without a served rate (INVALID runs that kept up: a latency limit, not capacity) in WALK_DOWN steps
             k = min(hi - 1, u) if (u := under(hi)) is not None else hi - (1 if first_move else walk)
-        elif cheap is not None and cheap(rate(hi)) and (u := under(hi)) is not None:
-            # above what the overloaded end served; once that is spent, halve a near bracket, climb out of a far one
-            k = min(hi - 1, u) if u > lo else (lo + hi) // 2 if hi - lo <= NEAR_STEPS else lo + 1
         else:
-            x = _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0}) if margin is not None else None
-            k = (lo + hi) // 2 if x is None else x
+            x = None if margin is None else _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0})
+            if x is None and margin is not None:
+                x = _extrapolated(known, lo, hi, rate, margin)
+            u = under(hi) if cheap is not None and cheap(rate(hi)) else None
+            if u is not None and u > lo:  # just above what the overloaded end served
+                k = min(hi - 1, u)
+            elif x is not None:  # where the margins say the limit is met
+                k = x
+            elif u is not None:  # the served rate is spent: halve a near bracket, climb out of a far one
+                k = (lo + hi) // 2 if hi - lo <= NEAR_STEPS else lo + 1
+            else:
+                k = (lo + hi) // 2
 
 
 # ---- deployment search --------------------------------------------------------------------------

@@ -296,6 +296,41 @@ def test_a_near_bracket_whose_served_rate_is_spent_is_halved_not_climbed():
     assert len(calls) <= 3
 
 
+@pytest.mark.parametrize("steps_below", [3, 6, 12])
+def test_a_climb_out_of_a_far_bracket_jumps_where_the_valid_margins_meet_the_limit(steps_below):
+    """A VALID start some grid steps under the flip, the INVALID end a stopped probe far above (no margin, its
+    served rate spent): after one step up the walk follows the secant of the two VALID runs' latency margins
+    instead of climbing one VALID run per step (GB300 NVL72 DeepSeek-R1 Server TP8/EP8 climbed 146.22, 147.68,
+    149.16, 150.65 to its flip under 152.16). The margin curve, a x + b x² in x = log(rate / limit rate), is
+    fitted to B200 DeepSeek-R1 Server TP8/EP8's (-0.19, -0.10, -0.02 at 14.25, 14.68, 14.98 QPS): convex, as a
+    p99 is near the flip, so the secant lands on the flip or a step past it."""
+    threshold = 150.65 * 1.001
+    lo, hi = grid_flip(threshold)[0] / 1.01 ** steps_below, 220.0
+    calls: list[float] = []
+
+    def margin(q: float) -> float | None:  # log(p99 / limit): negative while VALID
+        x = math.log(q / threshold)
+        return 4.15 * x + 12.5 * x * x if q <= threshold else None  # INVALID runs near the flip were stopped
+
+    s = walk_to_flip(lo, lambda q: calls.append(q) or q <= threshold, 1.01, seen={lo: True, hi: False},
+                     below=lambda q: lo, cheap=lambda q: True, margin=margin)
+    assert (s.peak, s.lowest_invalid) == pytest.approx(grid_flip(threshold), rel=1e-12)
+    assert len(calls) <= 5 and len(calls) <= steps_below  # climbing takes steps_below + 1
+
+
+def test_a_secant_that_passes_the_invalid_end_is_not_followed():
+    """Two VALID margins that barely rise put the limit far past a stopped INVALID end ten steps up: the walk
+    halves that bracket rather than stepping down from just under its INVALID end one run at a time."""
+    lo, hi, threshold = 1.01 ** 500, 1.01 ** 510, 1.01 ** 502 * 1.001
+    known = {lo / 1.01: -0.50, lo: -0.49}
+    calls: list[float] = []
+    s = walk_to_flip(lo, lambda q: calls.append(q) or q <= threshold, 1.01, seen={**dict.fromkeys(known, True),
+                     hi: False}, below=lambda q: lo, cheap=lambda q: True,
+                     margin=lambda q: next((m for k, m in known.items() if k == pytest.approx(q)), None))
+    assert (s.peak, s.lowest_invalid) == pytest.approx(grid_flip(threshold), rel=1e-12)
+    assert len(calls) <= 5  # following the secant from under the INVALID end down takes 8
+
+
 def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
     """An overloaded Server run judged for its verdict alone ends when more requests are past the TTFT limit than
     early stopping allows, once it has run long enough to say what it served; the full run is INVALID too, and
