@@ -3,6 +3,7 @@ once, atomically, at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -66,13 +67,16 @@ def test_a_calibration_interrupted_mid_prediction_leaves_the_profiles_byte_ident
            "--train-sample", "30", "--workers", "2"]
     proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pools: list[set[str]] = []
     try:
-        deadline, pools = time.monotonic() + 120, []
+        deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
             assert _digests(software) == before, "a profile changed while the calibration ran"
             workers = set(_children(proc.pid))
             if workers and (not pools or workers.isdisjoint(pools[-1])):
                 pools.append(workers)
+            elif workers:
+                pools[-1] |= workers  # a pool starts its workers one at a time
             if len(pools) == 2:  # the second prediction pass: trial constants nudged
                 time.sleep(0.5)
                 break
@@ -85,8 +89,10 @@ def test_a_calibration_interrupted_mid_prediction_leaves_the_profiles_byte_ident
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for pid in _children(proc.pid):  # workers outliving a SIGKILLed parent
-            os.kill(int(pid), signal.SIGKILL)
+        # workers outliving a SIGKILLed parent: orphans are no longer its children, the pools seen name them
+        for pid in set(_children(proc.pid)).union(*pools):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
     assert proc.returncode != 0
     assert _digests(software) == before
     assert not list(software.glob(".*")), "a temporary file was left beside the profiles"
