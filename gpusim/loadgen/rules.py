@@ -38,9 +38,10 @@ SERVER_PERCENTILE = 0.99
 SUBMISSION_DURATION_S = 2400.0
 """How long submitters run (grade B): 600 s is LoadGen's minimum, and NVIDIA runs longer. Its v4.1 8xH100
 Mixtral Server log sets min_duration 2,400 s; its v6.1 VR-NVL72 DeepSeek-R1 runs issued 1.6 M Offline,
-600 k Server and 330 k Interactive samples (mlperf_rules.md §2), hours of traffic. Long runs matter for
-reasoning outputs: a DeepSeek-R1 Offline run of LoadGen's minimum count holds about one batch of 20k-token
-generations, so its drain, not the engine's steady rate, sets the tokens/s it reports."""
+600 k Server and 330 k Interactive samples (each run's report.txt in mlcommons/inference_results_v6.1),
+hours of traffic. Long runs matter for reasoning outputs: a DeepSeek-R1 Offline run of LoadGen's minimum
+count holds about one batch of 20k-token generations, so its drain, not the engine's steady rate, sets the
+tokens/s it reports."""
 
 
 @cache
