@@ -158,9 +158,9 @@ class PeakSearch:
     tried: list[tuple[float, bool]] = field(default_factory=list)
 
 
-def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable[[float], float | None],
-              weight: dict[str, float]) -> int | None:
-    """The grid index strictly inside (klo, khi) where the weighted margins of the two ends, interpolated
+def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable[[float], float | None]
+              ) -> int | None:
+    """The grid index strictly inside (klo, khi) where the margins of the two ends, interpolated
     linearly in log rate, cross zero; None when the ends' margins do not bracket zero (early stopping or a
     minimum the margin does not measure decided a verdict, or an end was never run)."""
     if khi - klo < 2:
@@ -168,7 +168,6 @@ def _crossing(klo: int, khi: int, rate: Callable[[int], float], margin: Callable
     m_lo, m_hi = margin(rate(klo)), margin(rate(khi))
     if m_lo is None or m_hi is None or not m_lo < 0 < m_hi:
         return None
-    m_lo, m_hi = m_lo * weight["lo"], m_hi * weight["hi"]
     x = klo + (khi - klo) * (-m_lo) / (m_hi - m_lo)
     return min(khi - 1, max(klo + 1, round(x)))
 
@@ -329,8 +328,9 @@ HINT_GROWTH = 1.05
 NEAR_STEPS = 8
 """A bracket at most this many grid steps wide, whose INVALID end was stopped and whose served rate lies under its
 VALID end, is halved: B200 DeepSeek-R1 Server TP8/EP8 climbed six VALID runs from 14.25 to its flip at 14.98 QPS
-under a stopped 15.13. A wider one (an INVALID end far up, from a probe) is climbed one VALID step at a time, as a
-run halfway up would be INVALID near the flip, where stopping saves little."""
+under a stopped 15.13. A wider one (an INVALID end far up, from a probe) is climbed, one step and then along the
+VALID margins' secant (`_extrapolated`), as a run halfway up would be INVALID near the flip, where stopping saves
+little."""
 
 
 def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
@@ -376,7 +376,7 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
             # without a served rate (INVALID runs that kept up: a latency limit, not capacity) in WALK_DOWN steps
             k = min(hi - 1, u) if (u := under(hi)) is not None else hi - (1 if first_move else walk)
         else:
-            x = None if margin is None else _crossing(lo, hi, rate, margin, {"lo": 1.0, "hi": 1.0})
+            x = None if margin is None else _crossing(lo, hi, rate, margin)
             if x is None and margin is not None:
                 x = _extrapolated(known, lo, hi, rate, margin)
             u = under(hi) if cheap is not None and cheap(rate(hi)) else None
