@@ -166,6 +166,20 @@ def test_saturated_gemm_efficiency_reads_compute_bound_shapes_only() -> None:
     assert kernels.saturated_gemm_efficiency(df.iloc[3:], hw, m_half) is None
 
 
+def test_trtllm_nvfp4_gemms_keep_the_measured_ratio_of_blackwell_ultra_to_blackwell() -> None:
+    """TensorRT-LLM's profile sets each architecture's NVFP4 GEMM efficiency so that Blackwell Ultra over
+    Blackwell is the tables' measured saturated ratio (0.355 / 0.407 of peak), not 1: with one efficiency for
+    both, B300's NVFP4 GEMMs would run at the spec sheets' 1.56x B200's."""
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    measured = kernels.saturated_by_architecture(data, ("b200_sxm", "gb200", "b300_sxm", "gb300"))
+    sw = load_software("trtllm")
+    profile = {a: sw.for_architecture(a).gemm_efficiency("fp4") for a in ("blackwell", "blackwell_ultra")}
+    assert profile["blackwell_ultra"] / profile["blackwell"] == pytest.approx(
+        measured["blackwell_ultra"]["gemm_efficiency_fp4"] / measured["blackwell"]["gemm_efficiency_fp4"], rel=0.02)
+
+
 def test_gemm_formula_streams_nvfp4_at_its_own_fraction() -> None:
     hw, _, p = _setup()
     df = pd.DataFrame({"m": [1], "n": [8192], "k": [8192], "dtype": ["fp4"]})

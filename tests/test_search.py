@@ -69,11 +69,15 @@ def test_peak_search_on_the_engine_brackets_a_valid_and_an_invalid_rate():
 @pytest.mark.parametrize("start", [None, 3.0, 60.0])
 def test_a_peak_is_found_at_full_length_from_any_estimate(start, flip_one):
     """A capacity probe from the analytic, a low or a high estimate says where to look; the walk ends on the
-    rate every grid point tried one by one finds, in a handful of full-length runs."""
+    rate every grid point tried one by one finds, in a handful of full-length runs, one of them VALID from a
+    probe that overloads (here the TTFT limit binds four 1% steps under the capacity the overloaded probe
+    served, and the walk steps down through them on INVALID runs stopped once doomed, the cheap ones)."""
     p = peak_qps(ONE, "server", duration_s=400.0, start=start)
     assert p.confirmed and p.trial.valid and p.trial.qps == p.search.peak
     assert (p.search.peak, p.search.lowest_invalid) == pytest.approx(flip_one, rel=1e-12)
-    assert p.runs <= (5 if start is None else 9)
+    assert p.runs <= (6 if start is None else 10)
+    if start != 3.0:  # from below, the probe doubles through VALID runs, as LoadGen does
+        assert sum(ok for _, ok in p.search.tried) == 1
 
 
 def test_an_overloaded_probe_run_says_where_the_peak_is(flip_one):
@@ -82,7 +86,7 @@ def test_an_overloaded_probe_run_says_where_the_peak_is(flip_one):
     runs = FullRuns(ONE, "server", 400.0)
     expected = probe_capacity(expected_qps(ONE, "server"), runs, 1.01)
     assert len(runs.trials) == 1 and not next(iter(runs.trials.values())).valid
-    assert expected == pytest.approx(flip_one[0], rel=0.04)
+    assert expected == pytest.approx(flip_one[0], rel=0.05)  # RANK_BAND: a probe places a peak within -8% to +5%
 
 
 def test_latency_bound_estimate_is_tighter_for_interactive():
@@ -125,12 +129,14 @@ def test_search_returns_a_valid_best_among_the_ranked():
 
 def test_server_finalists_near_the_best_probe_are_walked_and_ranked_on_their_full_length_peaks():
     """Probes place a peak to within several percent, so every finalist whose probe expects a peak near the
-    best expectation is walked to its flip; the search returns the one serving the most there."""
-    sr = search_deployments(SMALL, "server", duration_s=60.0, screen=3, finalists=2)
+    best expectation is walked to its flip; the search returns the one serving the most there. It starts from
+    the best layout's other token budget, which the screen puts level with it, so two finalists are near."""
+    start = SMALL.with_deployment(SMALL.deployment.model_copy(update={"max_num_tokens": 8192, "name": "b1024-t8192"}))
+    sr = search_deployments(start, "server", duration_s=60.0, screen=3, finalists=2)
     by_expected = sorted(sr.ranked, key=lambda r: -r.expected_peak)
     near = [r for r in by_expected[:2] if r.expected_peak >= RANK_BAND * by_expected[0].expected_peak]
     walked = [r for r in sr.ranked if r.peak.confirmed]
-    assert len(sr.ranked) >= 2 and {id(r) for r in walked} == {id(r) for r in near}
+    assert len(sr.ranked) >= 2 and len(near) == 2 and {id(r) for r in walked} == {id(r) for r in near}
     assert sr.best is walked[0].peak and all(r.peak.trial.valid for r in walked)
     assert all(r.peak.trial.qps == r.peak.search.peak for r in walked)
     rates = [r.peak.trial.tokens_per_s for r in walked]
