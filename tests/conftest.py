@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -22,6 +26,19 @@ def shared_dir() -> Path:
     if not (SHARED / "reference").is_dir():
         pytest.skip("../shared/reference is absent (fresh clone without the reference data)")
     return SHARED
+
+
+@pytest.fixture
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """Loads a script of benchmarks/ (not a package) by name, e.g. `benchmark_script("speed")`."""
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 try:  # property tests (Hypothesis): few examples by default; HYPOTHESIS_PROFILE=slow runs many more

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _speed():
-    spec = importlib.util.spec_from_file_location("speed", ROOT / "benchmarks" / "speed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_write_table_replaces_only_the_measured_table(tmp_path):
-    speed = _speed()
+def test_write_table_replaces_only_the_measured_table(tmp_path, benchmark_script):
+    speed = benchmark_script("speed")
     doc = tmp_path / "page.md"
     doc.write_text("# Speed\n\nintro\n\n| other | table |\n|---|---|\n\n| run | wall s |\n|---|---|\n| old | 9.9 |\n\n"
                    "after\n")
@@ -26,14 +14,14 @@ def test_write_table_replaces_only_the_measured_table(tmp_path):
     assert text.startswith("# Speed\n\nintro\n\n| other | table |") and text.endswith("\nafter\n")
 
 
-def test_both_pages_it_writes_hold_a_measured_table():
-    speed = _speed()
+def test_both_pages_it_writes_hold_a_measured_table(benchmark_script):
+    speed = benchmark_script("speed")
     assert {p.name for p in speed.DOCS} == {"speed.md", "README.md"}
     assert all(any(line.startswith("| run |") for line in p.read_text().splitlines()) for p in speed.DOCS)
 
 
-def test_the_table_says_whether_each_target_is_met():
-    speed = _speed()
+def test_the_table_says_whether_each_target_is_met(benchmark_script):
+    speed = benchmark_script("speed")
     fast = {"target": "rack", "wall_s": 10.0, "simulated_s": 600.0}
     slow = {"target": "rack", "wall_s": 61.0, "simulated_s": 1200.0}
     assert speed.verdict(fast).endswith("met (10.0 s)")

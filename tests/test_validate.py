@@ -500,14 +500,8 @@ def test_inferencex_trtllm_llama70b_rows_batch_wait_at_1k1k_below_tp8(change, wa
         assert (d.batch_wait.timeout_iters, d.batch_wait.max_tokens_ratio) == (20, 0.9)
 
 
-def test_aic_baseline_configurations_parse(tmp_path) -> None:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "aic_compare.py"
-    spec = importlib.util.spec_from_file_location("aic_compare", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_aic_baseline_configurations_parse(tmp_path, benchmark_script) -> None:
+    mod = benchmark_script("aic_compare")
     md = tmp_path / "aic.md"
     md.write_text("| exact | DeepSeek-R1 \\| b200_sxm \\| sglang \\| agg | 161 / 169 | 68.7 | 72.2 | -51.6 | 12% | "
                   "23.8 | 21.7 | +3.3 | 61% |\n"
