@@ -74,7 +74,7 @@ def fit_lognormal_mean_std(mean: float, std: float, lo: float, hi: float) -> tup
 TARGETS: dict[tuple[str, str], dict[str, float]] = {
     ("deepseek-r1", "input"): dict(median=500, mean=800, lo=32, hi=3136),
     ("deepseek-r1", "output"): dict(median=2108, mean=3789.9, lo=125, hi=20000),
-    ("gpt-oss-120b", "input"): dict(median=1200, mean=1600, lo=100, hi=8192),
+    ("gpt-oss-120b", "input"): dict(median=4593, mean=5011, lo=600, hi=15330),
     ("gpt-oss-120b", "output"): dict(mean=1278.2, std=247.0, lo=518, hi=3154),
     ("llama3.1-405b", "input"): dict(median=7000, mean=9400, lo=256, hi=20000),
     ("llama3.1-405b", "output"): dict(median=400, mean=684.68, lo=2, hi=2000),
