@@ -392,7 +392,7 @@ def walk_to_flip(first: float, valid: Callable[[float], bool], grid: float, *,
 
 # ---- deployment search --------------------------------------------------------------------------
 POW2 = (1, 2, 4, 8, 16, 32, 64)
-BATCH_PER_RANK = (64, 256, 1024)
+BATCH_PER_RANK = (64, 256, 1024, 2048)
 TOKENS_PER_RANK = (2048, 8192)
 
 
@@ -402,8 +402,9 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
 
     Aggregated: weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV
     cache; TP a power of two within the NVLink domain; PP 1 or 2; MoE: EP = TP or 1, attention DP on or
-    off; per attention rank 64/256/1024 sequences and 2048/8192 tokens per step; instances fill the
-    hardware (fewer replicas never raise aggregated throughput). Disaggregated (MoE models on NVLink
+    off; per attention rank 64/256/1024/2048 sequences (2048 pays where HBM holds their KV, as on Blackwell
+    Ultra) and 2048/8192 tokens per step; instances fill the hardware (fewer replicas never raise aggregated
+    throughput). Disaggregated (MoE models on NVLink
     domains of 16 GPUs or more): 1, 2 or 4 prefill instances of DEP4 or DEP8 and wide-EP decode
     instances over the rest of each domain. MTP with the model's default acceptance is added to every
     candidate where the benchmark's rules allow it in this scenario. Deployments that fail

@@ -31,6 +31,7 @@ from gpusim.analysis.published import map_system
 from gpusim.perf.collectives import allreduce_seconds
 from gpusim.perf.kernel_tables import aic_data_dir, table_path
 from gpusim.perf.ops import DTYPE_BYTES
+from gpusim.perf.roofline import prompt_attention_seconds
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.software import SoftwareProfile, load_software, precision_constant
 
@@ -154,20 +155,25 @@ def _causal_pairs(isl: np.ndarray, window: np.ndarray) -> np.ndarray:
     return np.where(window > 0, isl * w - w * (w - 1) / 2, full)
 
 
-def _prefill_attention(flops: np.ndarray, keys_per_query: np.ndarray, dtypes: pd.Series, mc: Machine,
-                       p: dict) -> np.ndarray:
-    """step.py prefill attention: FLOPs at fraction · L / (L + keys_half) of peak (L keys per query) plus
+def _prefill_attention(flops: np.ndarray, exps: np.ndarray, keys_per_query: np.ndarray, dtypes: pd.Series,
+                       mc: Machine, p: dict) -> np.ndarray:
+    """step.py prefill attention: FLOPs at peak and exponentials at the SFU rate
+    (`roofline.prompt_attention_seconds`), at fraction · L / (L + keys_half) of that (L keys per query), plus
     the fixed time per kernel."""
     eff = p["attention_prefill_flops_fraction"] * keys_per_query / (keys_per_query + p["attention_prefill_keys_half"])
-    return flops / (mc.peak(dtypes) * eff) + p["attention_prefill_kernel_us"] * 1e-6
+    full_rate = prompt_attention_seconds(flops, exps, mc.peak(dtypes), mc.hw.exp_per_s)
+    return full_rate / eff + p["attention_prefill_kernel_us"] * 1e-6
 
 
 def _predict_context_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
-    """step.py prefill attention: pairs · 4·heads·head_dim FLOPs on the length curve (`_prefill_attention`)."""
+    """step.py prefill attention: pairs · 4·heads·head_dim FLOPs and pairs · heads exponentials on the length
+    curve (`_prefill_attention`)."""
     isl, window = df["isl"].to_numpy(float), df["window_size"].to_numpy(float)
     pairs = df["batch_size"].to_numpy(float) * _causal_pairs(isl, window)
-    flops = pairs * 4 * df["num_heads"].to_numpy(float) * df["head_dim"].to_numpy(float)
-    return _prefill_attention(flops, pairs / (df["batch_size"].to_numpy(float) * isl), df["dtype"], mc, p)
+    heads = df["num_heads"].to_numpy(float)
+    flops = pairs * 4 * heads * df["head_dim"].to_numpy(float)
+    return _prefill_attention(flops, pairs * heads, pairs / (df["batch_size"].to_numpy(float) * isl), df["dtype"],
+                              mc, p)
 
 
 def _decode_attention(kv: np.ndarray, flops_per_kv: np.ndarray, bytes_per_kv: np.ndarray, dtypes: pd.Series,
@@ -190,11 +196,13 @@ def _predict_generation_attention(df: pd.DataFrame, mc: Machine, p: dict) -> np.
 
 
 def _predict_mla_context(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:
-    """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs (ops.py `_attention`)."""
+    """MLA prefill: pairs · 2·heads·(qk_nope + rope + v) FLOPs and pairs · heads exponentials (ops.py
+    `_attention`)."""
     isl, batch = df["isl"].to_numpy(float), df["batch_size"].to_numpy(float)
     pairs = batch * _causal_pairs(isl, np.zeros(len(df)))
-    flops = pairs * 2 * df["num_heads"].to_numpy(float) * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
-    return _prefill_attention(flops, pairs / (batch * isl), df["dtype"], mc, p)
+    heads = df["num_heads"].to_numpy(float)
+    flops = pairs * 2 * heads * (_MLA_QK_NOPE + _MLA_ROPE + _MLA_V)
+    return _prefill_attention(flops, pairs * heads, pairs / (batch * isl), df["dtype"], mc, p)
 
 
 def _predict_mla_generation(df: pd.DataFrame, mc: Machine, p: dict) -> np.ndarray:

@@ -153,6 +153,8 @@ class AttentionOp:
     window: int
     prefill_flops_per_pair: float
     """Per layer, per causal query-key pair, on one GPU."""
+    prefill_exps_per_pair: float
+    """Softmax exponentials per layer and causal pair on one GPU: one per query head."""
     decode_flops_per_kv: float
     decode_bytes_per_kv: float
     """Per layer, per KV token read, on one GPU."""
@@ -346,6 +348,7 @@ def _attention(model: ModelSpec, dep: Deployment, kvb: float) -> AttentionOp:
         sliding_layers=model.sliding_layers,
         window=model.sliding_window or 0,
         prefill_flops_per_pair=pair,
+        prefill_exps_per_pair=nq,
         decode_flops_per_kv=dec_flops,
         decode_bytes_per_kv=dec_bytes,
         dtype=adt,

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple, Protocol
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
 from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, ceil_div
-from gpusim.perf.roofline import Bound, gemm_efficiency, op_time
+from gpusim.perf.roofline import Bound, gemm_efficiency, op_time, prompt_attention_seconds
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
@@ -140,7 +140,9 @@ class RooflineTimer:
         # Attention: seconds per pair / per KV token, per layer.
         p_attn = hw.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
         bw_attn = hw.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
-        self.saturated_pair_s = a.prefill_flops_per_pair / p_attn
+        self.saturated_pair_s = prompt_attention_seconds(
+            a.prefill_flops_per_pair, a.prefill_exps_per_pair, hw.peak_flops(a.dtype), hw.exp_per_s,
+        ) / sw.attention_prefill_flops_fraction.value
         """Seconds per causal pair and layer at the saturated prompt-attention rate (long keys)."""
         self._keys_half = sw.value("attention_prefill_keys_half")
         t_dec_c = a.decode_flops_per_kv / (hw.peak_flops(a.dtype) * sw.value("attention_decode_flops_fraction"))

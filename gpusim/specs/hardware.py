@@ -39,11 +39,14 @@ class GpuSpec(_Spec):
     scaleout_nic: str
     """Fabric id of the GPU's scale-out NIC (hardware_profiles/fabrics/)."""
     tdp_w: Sourced
+    exp_tera_per_s: Sourced | None = None
+    """Softmax exponentials per second (MUFU.EX2 on the SFUs), 10^12/s. Prompt attention spends one per
+    query-key pair and head beside its tensor-core FLOPs (`perf.timer`); absent, only the FLOPs count."""
     tensor_pj_per_flop: dict[Dtype, Sourced] = Field(default_factory=dict)
     """Energy per dense tensor-core FLOP per precision, picojoules. Where it is given, a step's tensor work
     cannot draw more than the TDP (`perf.step`: the power limit); absent, the power limit is not modelled."""
 
-    _positive = field_validator("hbm_capacity_gib", "hbm_bandwidth_tbps", "tdp_w")(positive)
+    _positive = field_validator("hbm_capacity_gib", "hbm_bandwidth_tbps", "tdp_w", "exp_tera_per_s")(positive)
 
     @field_validator("dense_tflops", "tensor_pj_per_flop")
     @classmethod
@@ -128,6 +131,12 @@ class Hardware(_Spec):
 
     def supports(self, dtype: Dtype) -> bool:
         return dtype in self.gpu.dense_tflops
+
+    @property
+    def exp_per_s(self) -> float:
+        """Softmax exponentials per second (inf where the profile gives none: exponentials cost nothing)."""
+        e = self.gpu.exp_tera_per_s
+        return e.value * 1e12 if e is not None else float("inf")
 
     @property
     def hbm_bytes(self) -> float:
