@@ -73,8 +73,9 @@ def page(csv: Path) -> str:
         lines.append(f"| {system} | {model} | {scenario} | {name} | {tps:,.0f} | "
                      f"{'-' if cost is None else f'{cost:.1f}'} |")
     lines += ["", "## Per-GPU ratios between generations", "",
-              "The ratios come from the GPU profiles (dense rates per precision, HBM capacity and bandwidth, NVLink "
-              "and NIC generations) and, on Blackwell and Blackwell Ultra, the power limit: a step takes at least its "
+              "The ratios come from the GPU profiles (dense rates per precision, the softmax's exponential rate in "
+              "prompt attention (docs/design.md, *Prompt attention*), HBM capacity and bandwidth, NVLink and NIC "
+              "generations) and, on Blackwell and Blackwell Ultra, the power limit: a step takes at least its "
               "tensor-core energy over the TDP, at one fitted energy per FLOP for both (docs/design.md, *The power "
               "limit*); Hopper and Rubin have no such limit in the model.", "",
               "Server's LoadGen tokens/s ends at the completion of the last-scheduled query, so with DeepSeek-R1's "

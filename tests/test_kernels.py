@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -338,3 +339,57 @@ def test_alltoall_formula_matches_the_step_model() -> None:
                                             sw.moe_imbalance.value)[0]
             timed = cm.timer.alltoall(op, tokens * op.split)
             assert got == pytest.approx((timed.seconds + timed.launch) / op.count)
+
+
+def test_blackwell_ultra_gains_most_on_prompt_attention_with_the_fewest_flops_per_exponential() -> None:
+    """NVIDIA's tables time B200's context attention against B300's at 1.33x for head_dim 64 and 1.10x for 512:
+    the fewer FLOPs per softmax exponential, the more Blackwell Ultra's doubled SFU rate shows. The model's
+    ratio must fall with head_dim as the measured one does, and stay within 12% of it per head_dim."""
+    data = kernels.aic_data_dir()
+    if data is None:
+        pytest.skip("aiconfigurator-core is not installed (optional calibration extra)")
+    keys = ["kernel_source", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "dtype"]
+    timed = {}
+    for system in ("b200_sxm", "b300_sxm"):
+        hw = load_hardware(kernels._profile(system))
+        sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
+        df = kernels.load_tables(data, system, max_rows=None)["context_attention"]
+        df = df[(df["isl"] >= 4096) & (df["window_size"] == 0) & (df["batch_size"] * df["num_heads"] >= 64)]
+        df = df.assign(model=kernels.predict({"c": df}, hw, sw, kernels.constants(sw))["c"])
+        timed[system] = df.set_index(keys)[["latency", "model"]]
+    both = timed["b200_sxm"].join(timed["b300_sxm"].add_suffix("_b300"), how="inner")
+    ratios = pd.DataFrame({"measured": both["latency"] / both["latency_b300"],
+                           "model": both["model"] / both["model_b300"]})
+    by_dim = ratios.groupby(level="head_dim").agg(lambda x: float(np.exp(np.log(x).mean())))
+    assert by_dim["measured"].is_monotonic_decreasing
+    assert by_dim["model"].is_monotonic_decreasing
+    assert (by_dim["model"] / by_dim["measured"]).between(0.88, 1.12).all(), by_dim
+
+
+def test_prompt_attention_spends_one_exponential_per_pair_and_head_at_the_sfu_rate() -> None:
+    """Halving a GPU's exponential rate adds heads / rate / fraction seconds per causal pair and layer to its
+    prompt attention; a GPU profile without the rate times the FLOPs alone."""
+    from gpusim.perf.ops import build_ops
+    from gpusim.perf.timer import RooflineTimer, TimingContext
+    from gpusim.specs.deployment import Deployment
+    from gpusim.specs.model import load_model
+    from gpusim.specs.sourced import Sourced
+
+    hw = load_hardware("b300-hgx")
+    model = load_model("gpt-oss-120b")
+    dep = Deployment(weights="fp4", activations="fp4")
+    sw = load_software("trtllm").for_architecture(hw.gpu.architecture)
+    ops = build_ops(model, dep, 1.0)
+
+    def pair_s(exp_rate: float | None) -> float:
+        rate = None if exp_rate is None else Sourced(value=exp_rate, source="test", grade="D", note="test")
+        gpu = hw.gpu.model_copy(update={"exp_tera_per_s": rate})
+        ctx = TimingContext(hw.model_copy(update={"gpu": gpu}), model, dep, sw, ops, 1.0)
+        return RooflineTimer(ctx).saturated_pair_s
+
+    fraction = sw.attention_prefill_flops_fraction.value
+    heads = model.num_attention_heads
+    assert pair_s(5.0) - pair_s(10.0) == pytest.approx(heads * (1 / 5e12 - 1 / 10e12) / fraction)
+    flops_only = ops.attention.prefill_flops_per_pair / (hw.peak_flops(ops.attention.dtype) * fraction)
+    assert pair_s(None) == pytest.approx(flops_only)
+    assert pair_s(10.7) == pytest.approx(flops_only + heads / 10.7e12 / fraction)

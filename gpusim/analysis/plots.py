@@ -168,19 +168,20 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
             ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=8)
     if any(_graded(h) != h for h in order):
-        fig.suptitle("Each bar names its deployment. * key numbers (dense FLOPS, HBM, tensor energy) of grade C/D: "
-                     "derived, fitted or assumed, not a datasheet", fontsize=9)
+        fig.suptitle("Each bar names its deployment. * key numbers (dense FLOPS, exponential rate, HBM, tensor "
+                     "energy) of grade C/D: derived, fitted or assumed, not a datasheet", fontsize=9)
     return fig
 
 
 def key_grade(hardware: str) -> str:
-    """The weakest evidence grade among a system's key numbers: dense FLOPS, HBM capacity and bandwidth, and the
-    tensor cores' energy per FLOP where the power limit is modelled."""
+    """The weakest evidence grade among a system's key numbers: dense FLOPS, the softmax's exponential rate, HBM
+    capacity and bandwidth, and the tensor cores' energy per FLOP where the power limit is modelled."""
     from gpusim.specs.hardware import load_hardware
 
     gpu = load_hardware(hardware).gpu
-    return max(s.grade for s in (*gpu.dense_tflops.values(), *gpu.tensor_pj_per_flop.values(), gpu.hbm_capacity_gib,
-                                 gpu.hbm_bandwidth_tbps))
+    exp = (gpu.exp_tera_per_s,) if gpu.exp_tera_per_s is not None else ()
+    return max(s.grade for s in (*gpu.dense_tflops.values(), *gpu.tensor_pj_per_flop.values(), *exp,
+                                 gpu.hbm_capacity_gib, gpu.hbm_bandwidth_tbps))
 
 
 def _graded(hardware: str) -> str:
