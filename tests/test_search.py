@@ -228,8 +228,11 @@ def test_a_reasoning_offline_run_of_loadgens_minimum_length_is_set_by_its_drain(
     """DeepSeek-R1's 20k-token outputs: LoadGen's minimum count holds about one batch of them, so the run's
     tail, not the engine's rate, sets its tokens/s; a run as long as submitters' reports more."""
     from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+    from gpusim.specs.deployment import Deployment
 
-    setup = prepare("b300-hgx", "deepseek-r1")
+    dep = Deployment(tp=8, ep=8, attention_dp=True, weights="fp4", activations="fp4", max_batch_size=8192,
+                     max_num_tokens=65536, frontend="http")  # 1,024 sequences per rank
+    setup = prepare("b300-hgx", "deepseek-r1", deployment=dep)
     short = trial(setup, "offline", duration_s=600.0)
     long = trial(setup, "offline", duration_s=SUBMISSION_DURATION_S)
     assert long.result.summary["completed_requests"] > 3 * short.result.summary["completed_requests"]
