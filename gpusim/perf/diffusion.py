@@ -82,8 +82,8 @@ class DiffusionCost:
         gemm = m.num_layers * self.k.gemm(2 * n * video_params, m.block_params * wbytes, n, self.dtype,
                                           act_bytes=n * d * BF16 * 10)
         keys = self.tokens  # each query sees the whole latent (after the all-to-all or around the ring)
-        self_attn = m.num_layers * self.k.attention(4 * n * keys * d, self.attn_dtype)
-        cross = m.num_layers * self.k.attention(4 * n * L * d, self.attn_dtype)
+        self_attn = m.num_layers * self.k.attention(4 * n * keys * d, n * keys * m.num_heads, self.attn_dtype)
+        cross = m.num_layers * self.k.attention(4 * n * L * d, n * L * m.num_heads, self.attn_dtype)
         shard = n * d * BF16
         a2a = 4 * shard * (self.ulysses - 1) / self.ulysses / self._bw + self._alpha * math.log2(self.ulysses) \
             if self.ulysses > 1 else 0.0

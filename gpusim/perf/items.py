@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from gpusim.perf.ops import DTYPE_BYTES
-from gpusim.perf.roofline import gemm_efficiency, op_time
+from gpusim.perf.roofline import gemm_efficiency, op_time, prompt_attention_seconds
 from gpusim.perf.step import BatchShape
 from gpusim.specs.hardware import Dtype, Hardware
 from gpusim.specs.software import SoftwareProfile
@@ -49,10 +49,12 @@ class Kernels:
                        self._launch)
         return t
 
-    def attention(self, flops: float, dtype: Dtype = "bf16") -> float:
-        """Softmax attention of `flops` (compute-bound, at the profile's prefill attention fraction)."""
-        peak = self.hw.peak_flops(dtype) * self.sw.attention_prefill_flops_fraction.value
-        return flops / peak + self._attn_launch
+    def attention(self, flops: float, exps: float, dtype: Dtype = "bf16") -> float:
+        """Attention of `flops` tensor-core FLOPs and `exps` exponentials (one per query-key pair and head), timed
+        as the LLM step model times prompt attention (`roofline.prompt_attention_seconds`) at the profile's
+        prefill attention fraction."""
+        full_rate = prompt_attention_seconds(flops, exps, self.hw.peak_flops(dtype), self.hw.exp_per_s)
+        return full_rate / self.sw.attention_prefill_flops_fraction.value + self._attn_launch
 
     def memory(self, bytes_: float) -> float:
         """Memory-bound traffic (norms, elementwise, gathers) at the profile's HBM fraction."""

@@ -79,7 +79,8 @@ class RecsysCost:
         wbytes = Kernels.bytes_per_value(self.dep.weights)
         dense = m.num_layers * self.k.gemm(2 * t_gpu * m.layer_params, m.layer_params * wbytes, t_gpu, self.dtype,
                                            act_bytes=t_gpu * m.embedding_dim * BF16 * 6)
-        attn = m.num_layers * self.k.attention(pairs_gpu * 2 * m.num_heads * (m.qk_dim + m.linear_dim))
+        attn = m.num_layers * self.k.attention(pairs_gpu * 2 * m.num_heads * (m.qk_dim + m.linear_dim),
+                                               pairs_gpu * m.num_heads)  # one SiLU exponential per score
         return {"embedding_gather": self.k.memory(lookup / g),
                 "embedding_alltoall": (remote / self._bw + self._alpha) if g > 1 else 0.0,
                 "hstu_dense": dense, "hstu_attention": attn, "overhead": self._launch}

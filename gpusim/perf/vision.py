@@ -47,7 +47,8 @@ class VisionCost:
         act = 2.0 * rows * h * 2  # bf16 in and out of each GEMM group
         blocks = e.depth * self.k.gemm(2 * rows * e.block_params / tp, e.block_params * self._wbytes / tp, rows,
                                        self.dtype, act * 6 / tp)
-        attn = e.depth * self.k.attention(4 * tokens_sq * m * m * h / tp)
+        pairs = tokens_sq * m * m  # patch pairs within each image
+        attn = e.depth * self.k.attention(4 * pairs * h / tp, pairs * e.num_heads / tp)
         merge = (1 + e.deepstack_layers) * self.k.gemm(2 * tokens * e.merger_params / tp,
                                                        e.merger_params * self._wbytes / tp, tokens, self.dtype)
         embed = self.k.gemm(2 * rows * e.patch_embed_params, e.patch_embed_params * self._wbytes, rows, self.dtype)
