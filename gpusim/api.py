@@ -66,13 +66,16 @@ def search(hardware: str, benchmark: str, scenario: str, log: Log | None = None,
 
 
 def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
-    """The run at the deployment's peak valid QPS, searched at the run's full length (`search.peak_qps`)."""
-    from gpusim.loadgen.rules import SERVER_LIKE
+    """The run at the deployment's peak valid QPS (`search.peak_qps`), searched at the run's length: `duration_s`,
+    else as long as submitters run (`rules.SUBMISSION_DURATION_S`), as `gpusim mlperf` finds it. MLPerf's 600 s
+    minimum ends DeepSeek-R1's runs before their batch turns over: GB300 NVL72's TP4/EP4 default passes at 274
+    QPS there and at 186 over 2,400 s."""
+    from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
     from gpusim.search import peak_qps
 
     if spec.scenario not in SERVER_LIKE:
         raise InputError(source, "qps", f"peak is searched for server or interactive, not {spec.scenario}")
-    peak = peak_qps(setup, spec.scenario, spec.duration_s, spec.seed)
+    peak = peak_qps(setup, spec.scenario, spec.duration_s or SUBMISSION_DURATION_S, spec.seed)
     if peak.search.peak <= 0:
         raise InputError(source, "qps", f"no QPS of {setup.deployment.name} passes the {spec.scenario} limits")
     result = peak.trial.result

@@ -33,6 +33,16 @@ def test_a_stationary_server_run_has_its_arrival_rate_times_tokens_as_steady_rat
     assert w.busy_fraction == pytest.approx(1.0)
 
 
+def test_a_run_shorter_than_twice_its_p90_request_says_its_batch_had_not_turned_over():
+    # 10 requests/s for 100 s; 20% of them spend 80 s in the engine, so the p90 outlives half the run
+    t = np.arange(0, 100, 0.1)
+    life = np.where(np.arange(len(t)) % 5 == 0, 80.0, 2.0)
+    short = steady_window(_records(t, t + 0.5, t + 0.5 + life, np.full(len(t), 21)), "server")
+    assert short.start_s == pytest.approx(t.max() / 2) and not short.turned_over
+    long = steady_window(_records(t, t + 0.5, t + 2.5, np.full(len(t), 21)), "server")
+    assert long.turned_over
+
+
 def test_an_offline_window_ends_when_the_queue_empties():
     # two waves on one instance: the second starts at 10 s and the drain runs to 110 s
     rec = _records(np.zeros(4), np.array([0.0, 0.0, 10.0, 10.0]), np.array([10.0, 10.0, 20.0, 110.0]),
@@ -77,3 +87,21 @@ def test_a_run_at_its_peak_rate_meets_the_limits_that_the_next_rate_up_misses():
 
     above = trial(prepare("h100-hgx", "llama2-70b", scenario="server"), "server", s["peak_qps"] * 1.02, 60.0)
     assert not above.valid
+
+
+def test_the_peak_rate_is_searched_as_long_as_submitters_run_unless_the_run_says(monkeypatch):
+    import importlib
+
+    from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+
+    asked = []
+
+    def peak_qps(setup, scenario, duration_s=None, seed=0):
+        asked.append(duration_s)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(importlib.import_module("gpusim.search"), "peak_qps", peak_qps)
+    for duration in (None, 60.0):
+        with pytest.raises(RuntimeError, match="stop here"):
+            gpusim.run("h100-hgx", "llama2-70b", "server", qps="peak", duration_s=duration)
+    assert asked == [SUBMISSION_DURATION_S, 60.0]

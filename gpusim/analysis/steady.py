@@ -8,7 +8,9 @@ only the tokens produced inside a window [start, end] where the engine runs at i
 - end: the moment the offered work stops growing — the last scheduled time (Server, Interactive, traces,
   closed loop), or for Offline the last first token (the queue is empty; from there the batch drains);
 - start: the first scheduled time plus the p90 of the requests' time in the engine (first token to
-  completion), so the batch has turned over before the window opens; at most half-way to `end`.
+  completion), so the batch has turned over before the window opens; at most half-way to `end`. A run too
+  short for that (`turned_over` false: DeepSeek-R1's long outputs at 600 s) still has its batch growing in
+  the window, so its rate is not yet the stationary one.
 
 Inside the window each request contributes its first token at `first_token_s` and the rest spread evenly
 up to `completion_s` (its own mean TPOT), so the count is exact in total and smooth in time. Instance
@@ -38,6 +40,9 @@ class SteadyWindow:
     output_tokens: float
     busy_fraction: float
     """Mean over instances of the share of the window they held a request."""
+    turned_over: bool = True
+    """Whether the warm-up (the p90 time in the engine) ended before half-way: if not, the window opened while
+    the batch was still filling with the run's long requests."""
 
     @property
     def seconds(self) -> float:
@@ -61,13 +66,14 @@ def steady_window(records: pd.DataFrame, scenario: str, instances: int | None = 
     end = float(first.max() if scenario == "offline" else scheduled.max())
     if end <= t0:  # a single arrival instant without queueing: the whole run
         end = float(last.max())
-    start = min(t0 + float(np.quantile(last - first, WARMUP_QUANTILE)), t0 + (end - t0) / 2)
+    warmup, half = t0 + float(np.quantile(last - first, WARMUP_QUANTILE)), t0 + (end - t0) / 2
+    start = min(warmup, half)
     if end <= start:
         return None
     produced = window_tokens(first, last, tokens, start, end)
     busy = _busy_fraction(done["instance"].to_numpy() if "instance" in done else np.zeros(len(done)),
                           scheduled, last, start, end, instances)
-    return SteadyWindow(start, end, produced, busy)
+    return SteadyWindow(start, end, produced, busy, turned_over=warmup <= half)
 
 
 def window_tokens(first: np.ndarray, last: np.ndarray, tokens: np.ndarray, start: float, end: float) -> float:
@@ -101,10 +107,11 @@ def steady_summary(records: pd.DataFrame, scenario: str, num_gpus: int, instance
     w = steady_window(records, scenario, instances)
     if w is None:
         return {"steady_window_s": None, "steady_output_tokens_per_s": None,
-                "steady_output_tokens_per_s_per_gpu": None, "steady_busy_fraction": None}
+                "steady_output_tokens_per_s_per_gpu": None, "steady_busy_fraction": None,
+                "steady_turned_over": None}
     return {"steady_window_s": [w.start_s, w.end_s], "steady_output_tokens_per_s": w.tokens_per_s,
             "steady_output_tokens_per_s_per_gpu": w.tokens_per_s / num_gpus,
-            "steady_busy_fraction": w.busy_fraction}
+            "steady_busy_fraction": w.busy_fraction, "steady_turned_over": w.turned_over}
 
 
 def started_share(records: pd.DataFrame, scenario: str) -> float | None:

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--model", help="serve this model instead of the benchmark's (gpusim list models)")
     r.add_argument("--scenario", choices=SCENARIOS)
     r.add_argument("--qps", type=_qps, help="Poisson arrival rate (server, interactive), or `peak`: the highest "
-                   "rate LoadGen's rules pass on the deployment")
+                   "rate LoadGen's rules pass on the deployment (over 2,400 s unless --duration says otherwise)")
     r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
     r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
@@ -135,6 +135,9 @@ def _format_summary(s: dict) -> str:
         lines.append(f"steady      {s['steady_output_tokens_per_s']:,.0f} tokens/s, "
                      f"{s['steady_output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU over {a:,.0f}-{b:,.0f} s "
                      "(after the warm-up, before the drain)")
+        if s.get("steady_turned_over") is False:
+            lines.append("            the run ended before its batch turned over (the p90 request outlives half of "
+                         "it): the window is not yet stationary; run longer")
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
     if s.get("conformant") is False:

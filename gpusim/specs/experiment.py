@@ -42,8 +42,9 @@ class RunSpec(BaseModel):
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
-    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default); Offline: the min duration
-    LoadGen sizes the run for (by default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
+    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default; at `qps: peak` 2,400 s, as
+    `gpusim mlperf` searches); Offline: the min duration LoadGen sizes the run for (by default 2,400 s, as long
+    as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1, le=10**8)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
     seed: int = Field(0, ge=0, lt=2**63)
