@@ -27,6 +27,9 @@ import pandas as pd
 
 from gpusim.loadgen.metrics import SERVER_LIKE
 
+STEADY_KEYS = ("steady_window_s", "steady_output_tokens_per_s", "steady_output_tokens_per_s_per_gpu",
+               "steady_busy_fraction", "steady_turned_over")
+"""The run summary's steady-rate keys (every run carries them; None without a stationary window)."""
 WARMUP_QUANTILE = 0.9
 """The window opens after this quantile of the requests' time in the engine."""
 
@@ -106,12 +109,9 @@ def steady_summary(records: pd.DataFrame, scenario: str, num_gpus: int, instance
     """The steady-rate keys of a run summary (None where the run has no stationary window)."""
     w = steady_window(records, scenario, instances)
     if w is None:
-        return {"steady_window_s": None, "steady_output_tokens_per_s": None,
-                "steady_output_tokens_per_s_per_gpu": None, "steady_busy_fraction": None,
-                "steady_turned_over": None}
-    return {"steady_window_s": [w.start_s, w.end_s], "steady_output_tokens_per_s": w.tokens_per_s,
-            "steady_output_tokens_per_s_per_gpu": w.tokens_per_s / num_gpus,
-            "steady_busy_fraction": w.busy_fraction, "steady_turned_over": w.turned_over}
+        return dict.fromkeys(STEADY_KEYS)
+    return dict(zip(STEADY_KEYS, ([w.start_s, w.end_s], w.tokens_per_s, w.tokens_per_s / num_gpus, w.busy_fraction,
+                                  w.turned_over), strict=True))
 
 
 def started_share(records: pd.DataFrame, scenario: str) -> float | None:

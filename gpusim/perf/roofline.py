@@ -8,7 +8,12 @@ the efficiencies and the launch term are the software profile's (hardware_profil
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
+
+import numpy as np
+
+FloatOrArray = TypeVar("FloatOrArray", float, np.ndarray)
+"""Floats in the step model, numpy arrays in the vectorised calibration (`gpusim.calibrate.kernels`)."""
 
 Bound = Literal["compute", "memory"]
 
@@ -22,7 +27,7 @@ def op_time(
     eff_m: float = 1.0,
     launch: float = 0.0,
 ) -> tuple[float, Bound]:
-    """Seconds for an op of `flops` FLOPs moving `bytes_` bytes of HBM, and which bound won.
+    """FloatOrArray for an op of `flops` FLOPs moving `bytes_` bytes of HBM, and which bound won.
 
     `peak_flops` FLOP/s and `hbm_bw` bytes/s are the hardware peaks; `eff_c`/`eff_m` the achievable
     fractions; `launch` seconds of fixed kernel overhead. A tie counts as memory-bound.
@@ -39,7 +44,7 @@ def gemm_efficiency(m: float, eff_max: float, m_half: float) -> float:
     return eff_max * m / (m + m_half) if m > 0 else 0.0
 
 
-def prompt_attention_seconds(flops, exps, peak: float, exp_rate):
+def prompt_attention_seconds(flops: FloatOrArray, exps: FloatOrArray, peak: float, exp_rate: float) -> FloatOrArray:
     """Prompt attention at full rate: its tensor-core FLOPs at `peak`, then its softmax exponentials at the
     SFUs' `exp_rate`, one after the other (NVIDIA's measured context-attention tables fit the sum better
     than the overlap: docs/design.md, Prompt attention). Floats or numpy arrays."""

@@ -138,14 +138,13 @@ class RooflineTimer:
         self._lm_launch = lm.kernels * self._gemm_launch
 
         # Attention: seconds per pair / per KV token, per layer.
-        p_attn = hw.peak_flops(a.dtype) * sw.attention_prefill_flops_fraction.value
+        peak, fraction = hw.peak_flops(a.dtype), sw.attention_prefill_flops_fraction.value
         bw_attn = hw.hbm_bandwidth * sw.attention_decode_bandwidth_fraction.value
         self.saturated_pair_s = prompt_attention_seconds(
-            a.prefill_flops_per_pair, a.prefill_exps_per_pair, hw.peak_flops(a.dtype), hw.exp_per_s,
-        ) / sw.attention_prefill_flops_fraction.value
+            a.prefill_flops_per_pair, a.prefill_exps_per_pair, peak, hw.exp_per_s) / fraction
         """Seconds per causal pair and layer at the saturated prompt-attention rate (long keys)."""
         self._keys_half = sw.value("attention_prefill_keys_half")
-        t_dec_c = a.decode_flops_per_kv / (hw.peak_flops(a.dtype) * sw.value("attention_decode_flops_fraction"))
+        t_dec_c = a.decode_flops_per_kv / (peak * sw.value("attention_decode_flops_fraction"))
         t_dec_m = a.decode_bytes_per_kv / bw_attn
         verify = 1 + (ctx.deployment.mtp.depth if ctx.deployment.mtp else 0)
         self._kv_s = max(t_dec_c * verify, t_dec_m)
@@ -153,7 +152,7 @@ class RooflineTimer:
         self._fixed = AttentionFixed(
             prefill_launch=mixers * sw.value("attention_prefill_kernel_us") * 1e-6,
             decode_launch=mixers * sw.value("attention_kernel_us") * 1e-6,
-            linear_token_s=a.linear_layers * a.linear_flops_per_token / p_attn,
+            linear_token_s=a.linear_layers * a.linear_flops_per_token / (peak * fraction),
             linear_seq_s=a.linear_layers * a.linear_state_bytes / bw_attn,
             decode_bound="compute" if t_dec_c * verify > t_dec_m else "memory",
         )
