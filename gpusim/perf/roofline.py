@@ -44,7 +44,8 @@ def gemm_efficiency(m: float, eff_max: float, m_half: float) -> float:
     return eff_max * m / (m + m_half) if m > 0 else 0.0
 
 
-def prompt_attention_seconds(flops: FloatOrArray, exps: FloatOrArray, peak: float, exp_rate: float) -> FloatOrArray:
+def prompt_attention_seconds(flops: FloatOrArray, exps: FloatOrArray, peak: FloatOrArray,
+                             exp_rate: float) -> FloatOrArray:
     """Prompt attention at full rate: its tensor-core FLOPs at `peak`, then its softmax exponentials at the
     SFUs' `exp_rate`, one after the other (NVIDIA's measured context-attention tables fit the sum better
     than the overlap: docs/design.md, Prompt attention). Floats or numpy arrays."""
