@@ -559,3 +559,52 @@ def test_without_a_path_or_the_extra_the_silicon_sample_is_one_clear_error(monke
     assert datasets.silicon_path(Path("x.csv"), "path") == Path("x.csv")
     with pytest.raises(InputError, match=r"path.*aiconfigurator-core"):
         datasets.silicon_path(None, "path")
+
+
+def _on(row: dict, system: str, ttft: float, tpot: float, **fields) -> dict:
+    """`row` measured on `system` (with another engine version, as pairs of GPUs usually are)."""
+    return {**row, "id": f"{row['id']}_{system}_{ttft}", "system": system, "backend_version": system,
+            "silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot, **fields}
+
+
+def test_generation_ratios_by_hand(tmp_path) -> None:
+    """One setup measured on B200 (TPOT 10, measured twice: 9 and 11) and on B300 (8): a measured speed-up of 1.25;
+    predicted 10 and 9, a speed-up of 1.11 and an agreement of 0.889. A second setup on both speeds up 1.5
+    measured and predicted. The same setup at another concurrency, or on B200 alone, pairs with nothing."""
+    from gpusim.validate.generations import paired
+    from gpusim.validate.report import generation_table
+    from gpusim.validate.silicon import _setup_keys, select_rows
+
+    other = {**AGG_DENSE, "id": "other", "isl": 256}
+    rows = pd.DataFrame([
+        _on(AGG_DENSE, "b200_sxm", 100.0, 9.0), _on(AGG_DENSE, "b200_sxm", 100.0, 11.0),
+        _on(AGG_DENSE, "b300_sxm", 50.0, 8.0),
+        _on(other, "b200_sxm", 60.0, 6.0), _on(other, "b300_sxm", 40.0, 4.0),
+        _on(AGG_DENSE, "b300_sxm", 50.0, 8.0, silicon_data_source="silicon_concurrency=8"),
+        _on({**AGG_DENSE, "isl": 512}, "b200_sxm", 70.0, 7.0),
+    ], columns=SILICON_COLUMNS)
+    mask = paired(_setup_keys(rows, ("system", "backend_version")), rows["system"])
+    assert mask.tolist() == [True] * 5 + [False] * 2
+    assert len(select_rows(rows, generations=True)) == 5
+    preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [80.0, 80.0, 40.0, 60.0, 40.0, 1.0, 1.0],
+                          "predicted_tpot_ms": [10.0, 10.0, 9.0, 6.0, 4.0, 1.0, 1.0], "status": ["ok"] * 7})
+    got = {r["group"]: r for r in summarize_table(scored_table(rows, preds))["generations"]}
+    assert set(got) == {"all", "meta-llama/Llama-3.1-8B-Instruct, trtllm, agg"}
+    one = got["all"]
+    assert one["pair"] == "b300_sxm / b200_sxm" and one["setups"] == 2
+    assert one["measured_tpot"] == pytest.approx((1.25 + 1.5) / 2)
+    assert one["predicted_tpot"] == pytest.approx((10 / 9 + 1.5) / 2)
+    assert one["agreement_tpot"] == pytest.approx((10 / 9 / 1.25 + 1.0) / 2)
+    assert one["within_tpot"] == pytest.approx(0.5)  # 0.889 is more than 10% off, 1.0 is not
+    assert one["measured_ttft"] == pytest.approx((2.0 + 1.5) / 2) and one["agreement_ttft"] == pytest.approx(1.0)
+    assert "| **b300_sxm / b200_sxm** | 2 | 1.75 | 1.75 | 1.00 | 100% | 1.38 | 1.31 | 0.94 | 50% |" in generation_table(
+        [one])
+
+
+def test_unpredicted_rows_pair_with_nothing() -> None:
+    """A setup whose B300 row was not predicted has no generation ratio."""
+    rows = pd.DataFrame([_on(AGG_DENSE, "b200_sxm", 100.0, 10.0), _on(AGG_DENSE, "b300_sxm", 50.0, 8.0)],
+                        columns=SILICON_COLUMNS)
+    preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [80.0, None], "predicted_tpot_ms": [10.0, None],
+                          "status": ["ok", "unsupported: no"]})
+    assert summarize_table(scored_table(rows, preds))["generations"] == []

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of --sample")
     s.add_argument("--held-out", action="store_true",
                    help="only the rows `gpusim calibrate` holds out (a fixed-seed 30%%), before --sample")
+    s.add_argument("--generations", action="store_true",
+                   help="only setups measured on both GPUs of a generation pair (B300/B200, GB300/GB200, B200/H200, "
+                        "H200/H100): the report compares their measured and predicted speed-ups")
     s.add_argument("--workers", type=int, default=2, help="processes simulating rows in parallel")
     s.add_argument("--waves", type=int, default=WAVES,
                    help=f"requests per run in multiples of the concurrency (default {WAVES}, InferenceX's client); "
@@ -51,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_silicon(args: argparse.Namespace) -> int:
-    from gpusim.validate.report import partition_table, write_report
+    from gpusim.validate.report import generation_table, partition_table, write_report
     from gpusim.validate.silicon import validate_silicon
 
     for name in ("sample", "waves"):
@@ -61,12 +64,12 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
     _check_timing(args.timing)
     given = f" {args.path}" if args.path is not None else ""
     result = validate_silicon(silicon_path(args.path, "path"), args.sample, max(1, args.workers), args.seed,
-                              args.held_out, args.waves, args.timing)
+                              args.held_out, args.waves, args.timing, args.generations)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.rows_csv.to_csv(args.out / "rows.csv", index=False)
     if args.report is not None:
-        sample = (" --held-out" if args.held_out else "") + (
+        sample = (" --held-out" if args.held_out else "") + (" --generations" if args.generations else "") + (
             f" --sample {args.sample} --seed {args.seed}" if args.sample else "") + (
             f" --waves {args.waves}" if args.waves != WAVES else "") + (
             f" --timing {args.timing}" if args.timing != "roofline" else "")
@@ -82,6 +85,8 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
     for reason, n in s["not_predicted"].items():
         print(f"  not predicted ({n}): {reason}")
     print(partition_table(s["partitions"], ("system", "model", "backend", "mode", "isl/osl")))
+    if s["generations"]:
+        print(generation_table([r for r in s["generations"] if r["group"] == "all"]))
     return 0
 
 

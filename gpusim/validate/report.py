@@ -69,6 +69,22 @@ def target_table(targets: dict) -> str:
     return "\n".join(lines)
 
 
+def generation_table(ratios: list[dict]) -> str:
+    """Markdown rows of `generations.generation_ratios`: pair, group, setups, then per metric the median
+    measured and predicted speed-ups, their median agreement and the share of setups within `WITHIN`."""
+    from gpusim.validate.generations import WITHIN
+
+    heads = " | ".join(f"{m} measured | {m} predicted | {m} agreement | {m} within {WITHIN:.0%}"
+                       for m in ("TTFT", "TPOT"))
+    lines = [f"| pair | setups | {heads} |", "|---|---|" + "---|" * 8]
+    for r in ratios:
+        cells = " | ".join(f"{r[f'measured_{m}']:.2f} | {r[f'predicted_{m}']:.2f} | {r[f'agreement_{m}']:.2f} | "
+                           f"{r[f'within_{m}']:.0%}" for m in ("ttft", "tpot"))
+        name = f"**{r['pair']}**" if r["group"] == "all" else f"{r['pair']}: {r['group']}"
+        lines.append(f"| {name} | {r['setups']} | {cells} |")
+    return "\n".join(lines)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -113,6 +129,13 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
              "relative error (+: gpusim predicts slower).", ""]
     if summary.get("wall_s") is not None:
         lines += [f"Wall time: {summary['wall_s']:.0f} s.", ""]
+    if summary.get("generations"):
+        lines += ["## Generation ratios on matched setups", "",
+                  "Setups the sample measured on both GPUs of a pair (every column equal but the system and the "
+                  "engine's version, the concurrency too): the newer GPU's speed-up, older / newer, measured and "
+                  "predicted (medians over the setups), and their agreement, predicted / measured speed-up "
+                  "(median; below 1 the model puts the generations closer than the silicon does).", "",
+                  generation_table(summary["generations"]), ""]
     lines += ["## Rows not predicted", "", "| reason | rows |", "|---|---|"]
     lines += [f"| {reason} | {n} |" for reason, n in summary.get("not_predicted", {}).items()] or ["| - | 0 |"]
     lines += ["", "## Worst partitions (exact configuration, at least 5 predicted rows)", ""]
@@ -154,4 +177,5 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     return path
 
 
-__all__ = ["first_wave_table", "partition_table", "scatter", "scatter_table", "target_table", "write_report"]
+__all__ = ["first_wave_table", "generation_table", "partition_table", "scatter", "scatter_table", "target_table",
+           "write_report"]

@@ -75,6 +75,7 @@ from gpusim.validate.errors import (
     scatter_stats,
     target_status,
 )
+from gpusim.validate.generations import GENERATION_BLIND, generation_ratios, paired
 from gpusim.validate.holdout import split_rows
 from gpusim.validate.recipes import LaunchedRow, launch_settings
 from gpusim.validate.runner import RANGE_RATIO, WAVES, Unsupported, closed_loop_samples, simulate_closed_loop
@@ -457,6 +458,7 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
     })
     t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
     t["reading"] = t["status"].map(_reading)
+    t["generation_setup"] = _setup_keys(rows, GENERATION_BLIND).to_numpy()
     sample = rows if sample is None else sample
     setup = _setup_keys(sample)
     for m, col in zip(METRICS, ("silicon_ttft_ms", "silicon_tpot_ms"), strict=True):
@@ -468,10 +470,10 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
 _NOT_SETUP = ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")
 
 
-def _setup_keys(rows: pd.DataFrame) -> pd.Series:
-    """One string per row naming what was measured: every column but the id, the source and the results,
-    and the concurrency (which the source holds)."""
-    cols = [c for c in rows.columns if c not in _NOT_SETUP]
+def _setup_keys(rows: pd.DataFrame, blind: tuple[str, ...] = ()) -> pd.Series:
+    """One string per row naming what was measured: every column but the id, the source, the results and
+    `blind`, and the concurrency (which the source holds)."""
+    cols = [c for c in rows.columns if c not in _NOT_SETUP and c not in blind]
     conc = pd.Series([row_concurrency(r) for r in rows.to_dict("records")], index=rows.index)
     return rows[cols].map(str).agg("|".join, axis=1) + "|c" + conc.map(str)
 
@@ -491,6 +493,7 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "partitions": partition_errors(table, PARTITIONS, METRICS),
         "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
         "first_wave": first_wave_weights(table[table["mode"] == "agg"], "backend"),
+        "generations": generation_ratios(table),
         "targets": {"mape": TARGETS, "min_rows": TARGET_MIN_ROWS,
                     "partitions": target_status(table, TARGET_PARTITIONS, TARGETS, TARGET_MIN_ROWS)},
     }
@@ -522,10 +525,14 @@ def read_rows(path: Path) -> pd.DataFrame:
     return read_checked_csv(path, need, "a silicon sample")
 
 
-def select_rows(rows: pd.DataFrame, sample: int | None = None, seed: int = 0, held_out: bool = False) -> pd.DataFrame:
-    """`rows`, or those calibration holds out; then a seeded random `sample` of them, in file order."""
+def select_rows(rows: pd.DataFrame, sample: int | None = None, seed: int = 0, held_out: bool = False,
+                generations: bool = False) -> pd.DataFrame:
+    """`rows`, or those calibration holds out, or (`generations`) those whose setup was measured on both GPUs of
+    a generation pair (`generations.paired`); then a seeded random `sample` of them, in file order."""
     if held_out:
         rows = split_rows(rows)[1]
+    if generations:
+        rows = rows[paired(_setup_keys(rows, GENERATION_BLIND), rows["system"])]
     if sample is not None and sample < len(rows):
         rows = rows.sample(n=sample, random_state=seed).sort_index()
     return rows.reset_index(drop=True)
@@ -547,12 +554,13 @@ class SiliconValidation:
 
 
 def validate_silicon(path: Path, sample: int | None = None, workers: int = 2, seed: int = 0,
-                     held_out: bool = False, waves: int = WAVES, timing: Timing = "roofline") -> SiliconValidation:
-    """Predict every row of the silicon CSV at `path` (or those calibration holds out), each run as a client
+                     held_out: bool = False, waves: int = WAVES, timing: Timing = "roofline",
+                     generations: bool = False) -> SiliconValidation:
+    """Predict every row of the silicon CSV at `path` (or those `select_rows` picks), each run as a client
     sending `waves` × concurrency requests with kernels timed by `timing`, and score it."""
     started = time.perf_counter()
     every = read_rows(path)
-    rows = select_rows(every, sample, seed, held_out)
+    rows = select_rows(every, sample, seed, held_out, generations)
     table = scored_table(rows, predict_rows(rows, workers, waves, timing), every)
     summary = summarize_table(table)
     wall = time.perf_counter() - started

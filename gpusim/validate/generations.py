@@ -1,0 +1,77 @@
+"""Generation ratios on the silicon sample: one setup measured on two GPUs, the measured speed-up beside the
+predicted one.
+
+A setup here is what a row measured with the GPU left out: every column but the id, the source, the results,
+the system and the backend's version, plus the concurrency (`silicon._setup_keys` with `GENERATION_BLIND`).
+Where the sample measured a setup on both GPUs of a `GENERATION_PAIRS` entry, the newer GPU's speed-up is
+older / newer, for TTFT and for TPOT (a system's repeated measurements of the setup averaged first), and the
+prediction's speed-up is the same quotient of the predictions. Per pair, and per pair × model × backend × mode,
+the medians of both and the median of predicted / measured speed-up: 1 puts the generations as far apart as
+the silicon does, below 1 the model compresses them, above 1 it spreads them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+GENERATION_PAIRS: tuple[tuple[str, str], ...] = (
+    ("b300_sxm", "b200_sxm"), ("gb300", "gb200"), ("b200_sxm", "h200_sxm"), ("h200_sxm", "h100_sxm"))
+"""(newer, older) systems of the silicon sample compared on the setups both measured."""
+GENERATION_BLIND = ("system", "backend_version")
+"""Columns a generation pair may differ in (the same engine release is rarely measured on both GPUs)."""
+WITHIN = 0.10
+"""A setup's predicted speed-up counts as right within this share of the measured one."""
+_METRICS = ("ttft", "tpot")
+
+
+def paired(setups: pd.Series, systems: pd.Series) -> pd.Series:
+    """Which rows (their generation-blind setup and system) belong to a setup measured on both GPUs of a pair."""
+    on = {s: set(setups[systems == s]) for s in {s for pair in GENERATION_PAIRS for s in pair}}
+    both = set().union(*(on[new] & on[old] for new, old in GENERATION_PAIRS))
+    return setups.isin(both) & systems.isin(on)
+
+
+def _speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per setup measured on both GPUs of a pair: measured and predicted speed-ups (older / newer)."""
+    cols = [f"{kind}_{m}" for kind in ("measured", "predicted") for m in _METRICS]
+    ok = table[table["predicted"]]
+    per = ok.groupby(["generation_setup", "system", "model_path", "backend", "mode"], as_index=False)[cols].mean()
+    out = []
+    for new, old in GENERATION_PAIRS:
+        keys = ["generation_setup", "model_path", "backend", "mode"]
+        both = per[per["system"] == new].merge(per[per["system"] == old], on=keys, suffixes=("_new", "_old"))
+        if both.empty:
+            continue
+        frame = both[keys[1:]].assign(pair=f"{new} / {old}")
+        for m in _METRICS:
+            for kind in ("measured", "predicted"):
+                frame[f"{kind}_{m}"] = both[f"{kind}_{m}_old"] / both[f"{kind}_{m}_new"]
+            frame[f"agreement_{m}"] = frame[f"predicted_{m}"] / frame[f"measured_{m}"]
+        out.append(frame)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _summary(pair: str, group: str, frame: pd.DataFrame) -> dict:
+    row: dict = {"pair": pair, "group": group, "setups": len(frame)}
+    for m in _METRICS:
+        row[f"measured_{m}"] = float(frame[f"measured_{m}"].median())
+        row[f"predicted_{m}"] = float(frame[f"predicted_{m}"].median())
+        row[f"agreement_{m}"] = float(frame[f"agreement_{m}"].median())
+        row[f"within_{m}"] = float(((frame[f"agreement_{m}"] - 1).abs() <= WITHIN).mean())
+    return row
+
+
+def generation_ratios(table: pd.DataFrame) -> list[dict]:
+    """Per pair (group 'all') and per pair × model × backend × mode: setups, the median measured and predicted
+    speed-ups and their median agreement (predicted / measured), per metric, and the share of setups whose
+    agreement is within `WITHIN` of 1. `table` is `silicon.scored_table`'s."""
+    s = _speedups(table)
+    rows = []
+    for pair, by_pair in (s.groupby("pair", sort=False) if not s.empty else ()):
+        rows.append(_summary(pair, "all", by_pair))
+        for (model, backend, mode), g in by_pair.groupby(["model_path", "backend", "mode"]):
+            rows.append(_summary(pair, f"{model}, {backend}, {mode}", g))
+    return rows
+
+
+__all__ = ["GENERATION_BLIND", "GENERATION_PAIRS", "WITHIN", "generation_ratios", "paired"]
