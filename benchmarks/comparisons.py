@@ -84,6 +84,9 @@ def page(csv: Path) -> str:
               "20k-token tail it moves by a few percent with which requests run last; the ratio of the peak valid "
               "QPS per GPU (the rate each system sustains) is given beside it. GB300 beside B300 compares one die "
               "at two TDPs and hosts: there the model differs only by the power limit, HBM and NVLink domain.", "",
+              "The same ratios on measured steps rather than published medians (setups the silicon sample measured "
+              "on two generations, the same engine version on both) are in docs/validation/generations/README.md "
+              "(`gpusim validate silicon --generations`).", "",
               "| ratio | model | scenario | predicted | peak QPS ratio | published | predicted / published "
               "| within 10% |",
               "|---|---|---|---|---|---|---|---|"]

@@ -562,16 +562,17 @@ def test_without_a_path_or_the_extra_the_silicon_sample_is_one_clear_error(monke
 
 
 def _on(row: dict, system: str, ttft: float, tpot: float, **fields) -> dict:
-    """`row` measured on `system` (with another engine version, as pairs of GPUs usually are)."""
-    return {**row, "id": f"{row['id']}_{system}_{ttft}", "system": system, "backend_version": system,
-            "silicon_ttft_ms": ttft, "silicon_tpot_ms": tpot, **fields}
+    """`row` measured on `system`."""
+    return {**row, "id": f"{row['id']}_{system}_{ttft}", "system": system, "silicon_ttft_ms": ttft,
+            "silicon_tpot_ms": tpot, **fields}
 
 
 def test_generation_ratios_by_hand(tmp_path) -> None:
     """One setup measured on B200 (TPOT 10, measured twice: 9 and 11) and on B300 (8): a measured speed-up of 1.25;
     predicted 10 and 9, a speed-up of 1.11 and an agreement of 0.889. A second setup on both speeds up 1.5
-    measured and predicted. The same setup at another concurrency, or on B200 alone, pairs with nothing."""
-    from gpusim.validate.generations import paired
+    measured and predicted. The same setup at another concurrency or engine version, or on B200 alone, pairs with
+    nothing."""
+    from gpusim.validate.generations import GENERATION_BLIND, paired
     from gpusim.validate.report import generation_table
     from gpusim.validate.silicon import _setup_keys, select_rows
 
@@ -582,12 +583,13 @@ def test_generation_ratios_by_hand(tmp_path) -> None:
         _on(other, "b200_sxm", 60.0, 6.0), _on(other, "b300_sxm", 40.0, 4.0),
         _on(AGG_DENSE, "b300_sxm", 50.0, 8.0, silicon_data_source="silicon_concurrency=8"),
         _on({**AGG_DENSE, "isl": 512}, "b200_sxm", 70.0, 7.0),
+        _on(other, "b300_sxm", 30.0, 3.0, backend_version="2.0"),
     ], columns=SILICON_COLUMNS)
-    mask = paired(_setup_keys(rows, ("system", "backend_version")), rows["system"])
-    assert mask.tolist() == [True] * 5 + [False] * 2
+    mask = paired(_setup_keys(rows, GENERATION_BLIND), rows["system"])
+    assert mask.tolist() == [True] * 5 + [False] * 3
     assert len(select_rows(rows, generations=True)) == 5
-    preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [80.0, 80.0, 40.0, 60.0, 40.0, 1.0, 1.0],
-                          "predicted_tpot_ms": [10.0, 10.0, 9.0, 6.0, 4.0, 1.0, 1.0], "status": ["ok"] * 7})
+    preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [80.0, 80.0, 40.0, 60.0, 40.0, 1.0, 1.0, 1.0],
+                          "predicted_tpot_ms": [10.0, 10.0, 9.0, 6.0, 4.0, 1.0, 1.0, 1.0], "status": ["ok"] * 8})
     got = {r["group"]: r for r in summarize_table(scored_table(rows, preds))["generations"]}
     assert set(got) == {"all", "meta-llama/Llama-3.1-8B-Instruct, trtllm, agg"}
     one = got["all"]
@@ -608,3 +610,18 @@ def test_unpredicted_rows_pair_with_nothing() -> None:
     preds = pd.DataFrame({"id": rows["id"], "predicted_ttft_ms": [80.0, None], "predicted_tpot_ms": [10.0, None],
                           "status": ["ok", "unsupported: no"]})
     assert summarize_table(scored_table(rows, preds))["generations"] == []
+
+
+@pytest.mark.slow
+def test_generation_speed_ups_on_measured_setups_come_out_within_ten_percent(shared_dir) -> None:
+    """On the silicon sample's setups measured on two generations, the median predicted speed-up of the newer GPU
+    is within 10% of the measured one, for every pair and both metrics (docs/accuracy.md: Generation ratios)."""
+    from gpusim.validate.generations import GENERATION_PAIRS
+    from gpusim.validate.silicon import validate_silicon
+
+    result = validate_silicon(shared_dir / "reference" / "silicon_sample.csv", generations=True)
+    pairs = {r["pair"]: r for r in result.summary["generations"] if r["group"] == "all"}
+    assert set(pairs) == {f"{new} / {old}" for new, old in GENERATION_PAIRS}
+    for r in pairs.values():
+        assert r["setups"] >= 10
+        assert abs(r["agreement_ttft"] - 1) <= 0.10 and abs(r["agreement_tpot"] - 1) <= 0.10, r

@@ -73,7 +73,8 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
             f" --sample {args.sample} --seed {args.seed}" if args.sample else "") + (
             f" --waves {args.waves}" if args.waves != WAVES else "") + (
             f" --timing {args.timing}" if args.timing != "roofline" else "")
-        title = "Silicon validation" + (f" (timing: {args.timing})" if args.timing != "roofline" else "")
+        title = ("Generation ratios on the silicon sample" if args.generations else "Silicon validation") + (
+            f" (timing: {args.timing})" if args.timing != "roofline" else "")
         write_report(args.report, result.table, result.summary, title,
                      f"gpusim validate silicon{given}{sample} --report {args.report}")
     s = result.summary

@@ -131,8 +131,8 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
         lines += [f"Wall time: {summary['wall_s']:.0f} s.", ""]
     if summary.get("generations"):
         lines += ["## Generation ratios on matched setups", "",
-                  "Setups the sample measured on both GPUs of a pair (every column equal but the system and the "
-                  "engine's version, the concurrency too): the newer GPU's speed-up, older / newer, measured and "
+                  "Setups the sample measured on both GPUs of a pair (every column equal but the system, the "
+                  "engine's version and the concurrency too): the newer GPU's speed-up, older / newer, measured and "
                   "predicted (medians over the setups), and their agreement, predicted / measured speed-up "
                   "(median; below 1 the model puts the generations closer than the silicon does).", "",
                   generation_table(summary["generations"]), ""]
