@@ -168,8 +168,8 @@ def test_rows_csv_has_one_line_per_input_row(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["validate", "silicon", str(csv), "--json", "--workers", "1", "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert set(summary) == {"rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions"}
-    assert summary["rows_total"] == 3 and summary["rows_predicted"] == 2
+    assert set(summary) == {"rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations"}
+    assert summary["rows_total"] == 3 and summary["rows_predicted"] == 2 and summary["generations"] == []
     rows = pd.read_csv(out / "rows.csv")
     assert list(rows.columns) == ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status"]
     assert rows["id"].tolist() == [AGG_DENSE["id"], DISAGG["id"], UNKNOWN_MODEL["id"]]
@@ -625,3 +625,18 @@ def test_generation_speed_ups_on_measured_setups_come_out_within_ten_percent(sha
     for r in pairs.values():
         assert r["setups"] >= 10
         assert abs(r["agreement_ttft"] - 1) <= 0.10 and abs(r["agreement_tpot"] - 1) <= 0.10, r
+
+
+def test_generations_validates_only_setups_measured_on_two_generations(tmp_path, capsys) -> None:
+    """One setup on B200 and B300, another on H100 alone: --generations simulates the pair only and sets the
+    predicted speed-up beside the measured 1.25x (TPOT) and 1.2x (TTFT)."""
+    csv = tmp_path / "rows_in.csv"
+    rows = [_on(AGG_DENSE, "b200_sxm", 60.0, 5.0), _on(AGG_DENSE, "b300_sxm", 50.0, 4.0), UNKNOWN_MODEL]
+    pd.DataFrame(rows, columns=SILICON_COLUMNS).to_csv(csv, index=False)
+    assert main(["validate", "silicon", str(csv), "--generations", "--json", "--workers", "1"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows_total"] == 2 and summary["rows_predicted"] == 2
+    (pair,) = [r for r in summary["generations"] if r["group"] == "all"]
+    assert pair["pair"] == "b300_sxm / b200_sxm" and pair["setups"] == 1
+    assert pair["measured_tpot"] == pytest.approx(1.25) and pair["measured_ttft"] == pytest.approx(1.2)
+    assert pair["agreement_tpot"] == pytest.approx(pair["predicted_tpot"] / 1.25)

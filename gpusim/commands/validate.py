@@ -13,7 +13,7 @@ from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.validate.datasets import MLPERF_CSV, silicon_path
 from gpusim.validate.runner import WAVES
 
-SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions")
+SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
