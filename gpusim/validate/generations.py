@@ -31,35 +31,37 @@ def paired(setups: pd.Series, systems: pd.Series) -> pd.Series:
     """Which rows (their generation-blind setup and system) belong to a setup measured on both GPUs of a pair."""
     on = {s: set(setups[systems == s]) for s in {s for pair in GENERATION_PAIRS for s in pair}}
     both = set().union(*(on[new] & on[old] for new, old in GENERATION_PAIRS))
-    return setups.isin(both) & systems.isin(on)
+    return setups.isin(both) & systems.isin(list(on))
 
 
-def _speedups(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per setup measured on both GPUs of a pair: measured and predicted speed-ups (older / newer)."""
+_GROUP = ["model_path", "backend", "mode"]
+"""What a pair's setups are summarised by, beside the pair itself (a setup determines all three)."""
+
+
+def _speedups(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Per pair with a setup measured and predicted on both GPUs: one row per such setup, its measured and
+    predicted speed-ups (older / newer) and their agreement."""
     cols = [f"{kind}_{m}" for kind in ("measured", "predicted") for m in _METRICS]
-    ok = table[table["predicted"]]
-    per = ok.groupby(["generation_setup", "system", "model_path", "backend", "mode"], as_index=False)[cols].mean()
+    per = table[table["predicted"]].groupby(["generation_setup", "system", *_GROUP], as_index=False)[cols].mean()
     out = []
     for new, old in GENERATION_PAIRS:
-        keys = ["generation_setup", "model_path", "backend", "mode"]
-        both = per[per["system"] == new].merge(per[per["system"] == old], on=keys, suffixes=("_new", "_old"))
-        if both.empty:
-            continue
-        frame = both[keys[1:]].assign(pair=f"{new} / {old}")
+        both = per[per["system"] == new].merge(per[per["system"] == old], on=["generation_setup", *_GROUP],
+                                               suffixes=("_new", "_old"))
+        frame = both[_GROUP].copy()
         for m in _METRICS:
             for kind in ("measured", "predicted"):
                 frame[f"{kind}_{m}"] = both[f"{kind}_{m}_old"] / both[f"{kind}_{m}_new"]
             frame[f"agreement_{m}"] = frame[f"predicted_{m}"] / frame[f"measured_{m}"]
-        out.append(frame)
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+        if not frame.empty:
+            out.append((f"{new} / {old}", frame))
+    return out
 
 
 def _summary(pair: str, group: str, frame: pd.DataFrame) -> dict:
     row: dict = {"pair": pair, "group": group, "setups": len(frame)}
     for m in _METRICS:
-        row[f"measured_{m}"] = float(frame[f"measured_{m}"].median())
-        row[f"predicted_{m}"] = float(frame[f"predicted_{m}"].median())
-        row[f"agreement_{m}"] = float(frame[f"agreement_{m}"].median())
+        for kind in ("measured", "predicted", "agreement"):
+            row[f"{kind}_{m}"] = float(frame[f"{kind}_{m}"].median())
         row[f"within_{m}"] = float(((frame[f"agreement_{m}"] - 1).abs() <= WITHIN).mean())
     return row
 
@@ -68,12 +70,10 @@ def generation_ratios(table: pd.DataFrame) -> list[dict]:
     """Per pair (group 'all') and per pair × model × backend × mode: setups, the median measured and predicted
     speed-ups and their median agreement (predicted / measured), per metric, and the share of setups whose
     agreement is within `WITHIN` of 1. `table` is `silicon.scored_table`'s."""
-    s = _speedups(table)
     rows = []
-    for pair, by_pair in (s.groupby("pair", sort=False) if not s.empty else ()):
-        rows.append(_summary(pair, "all", by_pair))
-        for (model, backend, mode), g in by_pair.groupby(["model_path", "backend", "mode"]):
-            rows.append(_summary(pair, f"{model}, {backend}, {mode}", g))
+    for pair, frame in _speedups(table):
+        rows.append(_summary(pair, "all", frame))
+        rows += [_summary(pair, ", ".join(key), g) for key, g in frame.groupby(_GROUP)]
     return rows
 
 

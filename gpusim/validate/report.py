@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpusim.validate.errors import worst
+from gpusim.validate.generations import WITHIN
 from gpusim.validate.runner import WAVES
 
 _KINDS_PLOTTED = ("system", "model", "backend", "mode", "isl/osl")
@@ -72,8 +73,6 @@ def target_table(targets: dict) -> str:
 def generation_table(ratios: list[dict]) -> str:
     """Markdown rows of `generations.generation_ratios`: pair, group, setups, then per metric the median
     measured and predicted speed-ups, their median agreement and the share of setups within `WITHIN`."""
-    from gpusim.validate.generations import WITHIN
-
     heads = " | ".join(f"{m} measured | {m} predicted | {m} agreement | {m} within {WITHIN:.0%}"
                        for m in ("TTFT", "TPOT"))
     lines = [f"| pair | setups | {heads} |", "|---|---|" + "---|" * 8]
