@@ -114,7 +114,7 @@ def find_best(base: Setup, scenario: str, duration_s: float | None = None, seed:
     found = from_search(result, scenario, duration)
     found.shipped = shipped is not None
     if use_cache:
-        _write_atomic(path, json.dumps(found.to_json(), indent=1))
+        write_atomic(path, json.dumps(found.to_json(), indent=1))
     return found, result
 
 
@@ -132,7 +132,7 @@ def from_search(result: SearchResult, scenario: str, duration_s: float) -> Found
                  float(summary["samples_per_s"]), int(summary["num_gpus"]), result.screened, ranked)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -140,4 +140,4 @@ def _write_atomic(path: Path, text: str) -> None:
     Path(tmp).replace(path)
 
 
-__all__ = ["Found", "cache_dir", "code_version", "find_best", "from_search", "search_key"]
+__all__ = ["Found", "cache_dir", "code_version", "find_best", "from_search", "search_key", "write_atomic"]

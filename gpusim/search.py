@@ -118,33 +118,50 @@ def expected_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
     return setup.expected_qps(seed)
 
 
-def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
-    """Steady-state QPS at the largest batch whose estimated mean TPOT is ≤ TPOT_MARGIN × the p99 limit.
+@dataclass(frozen=True)
+class DecodeCurve:
+    """The cost model's steady state of a setup at `b` sequences per decoding instance (`__call__`): the QPS
+    it sustains and the mean TPOT its requests see, from `instance_rate`'s decode plus prefill share (the time an
+    instance spends per request times b / mean output); the other pools (prefill) cap the QPS."""
 
-    The mean TPOT at batch b is the time an instance spends per request (`instance_rate`'s decode
-    plus prefill share) times b / mean output. 0 when even one sequence misses the limit.
-    """
-    limits = setup.bench.limits(scenario)
+    setup: Setup
+    isl: float
+    osl: float
+    others_qps: float
+    max_batch: int
+    """The largest batch the decoding pool runs: its batch limit, or the KV cache at the mean lengths."""
+
+    def __call__(self, b: int) -> tuple[float, float]:
+        """(QPS, mean TPOT in seconds) at `b` sequences per decoding instance."""
+        pool = self.setup.pools[-1]
+        dep = pool.deployment.model_copy(update={"max_batch_size": b})
+        per_instance = instance_rate(pool.role, pool.cost, pool.kv_capacity_tokens, dep, self.isl, self.osl)
+        return min(per_instance * pool.count, self.others_qps), min(b, self.max_batch) / (per_instance * self.osl)
+
+
+def decode_curve(setup: Setup, seed: int = 0) -> DecodeCurve:
+    """`setup`'s `DecodeCurve` at the benchmark's mean lengths."""
     isl, osl = _mean_lengths(setup.bench, seed)
     *others, pool = setup.pools  # the pool that decodes (aggregated or decode) sets the TPOT
     kv_batch = max(1, int(pool.kv_capacity_tokens // (isl + osl)))
     others_qps = min((p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
                       for p in others), default=float("inf"))
+    return DecodeCurve(setup, isl, osl, others_qps, min(pool.deployment.max_batch_size, kv_batch))
 
-    def qps_tpot(b: int) -> tuple[float, float]:
-        dep = pool.deployment.model_copy(update={"max_batch_size": b})
-        per_instance = instance_rate(pool.role, pool.cost, pool.kv_capacity_tokens, dep, isl, osl)
-        return min(per_instance * pool.count, others_qps), min(b, kv_batch) / (per_instance * osl)
 
-    target = TPOT_MARGIN * limits.tpot_s
-    lo, hi = 0, min(pool.deployment.max_batch_size, kv_batch)
+def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
+    """Steady-state QPS at the largest batch whose estimated mean TPOT (`DecodeCurve`) is ≤ TPOT_MARGIN × the
+    p99 limit; 0 when even one sequence misses the limit."""
+    curve = decode_curve(setup, seed)
+    target = TPOT_MARGIN * setup.bench.limits(scenario).tpot_s
+    lo, hi = 0, curve.max_batch
     while lo < hi:  # largest b in [1, hi] meeting the target (0 if none)
         mid = (lo + hi + 1) // 2
-        if qps_tpot(mid)[1] <= target:
+        if curve(mid)[1] <= target:
             lo = mid
         else:
             hi = mid - 1
-    return qps_tpot(lo)[0] if lo else 0.0
+    return curve(lo)[0] if lo else 0.0
 
 
 # ---- peak QPS -----------------------------------------------------------------------------------

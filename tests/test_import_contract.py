@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("gpusim.analysis",)),
     ("setup", ("gpusim.defaults", "gpusim.items", "gpusim.deploy", "gpusim.build", "gpusim.simulation",
                "gpusim.parallel")),
-    ("search", ("gpusim.search", "gpusim.best", "gpusim.submission")),
+    ("search", ("gpusim.search", "gpusim.best", "gpusim.submission", "gpusim.frontier")),
     ("validate", ("gpusim.validate",)),
     ("calibrate", ("gpusim.calibrate", "gpusim.fit_lengths")),
     ("api", ("gpusim.api", "gpusim.sweep")),

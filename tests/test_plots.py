@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpusim.analysis.plots import GENERATIONS, KINDS, pareto_front, plot
+from gpusim.analysis.frontier import pareto_front
+from gpusim.analysis.plots import GENERATIONS, KINDS, plot
 from gpusim.cli import main
 from gpusim.errors import InputError
 
@@ -26,6 +27,8 @@ def synthetic(folder: Path) -> Path:
                      "scenario": scenario, "systems": systems, "num_gpus": 72 * systems,
                      "output_tokens_per_s": tps, "output_tokens_per_s_per_gpu": tps / (72 * systems),
                      "tpot_p50_s": tpot, "valid": None if scenario == "offline" else tpot < 0.03,
+                     "steady_output_tokens_per_s_per_gpu": 0.95 * tps / (72 * systems), "steady_turned_over": True,
+                     "overloaded": False, "latency_met": tpot < 0.03,
                      "deployment.name": extra.get("deployment", "default"), "qps": extra.get("qps")})
         rng = np.random.default_rng(len(rows))
         start = rng.uniform(0, 10, 50)

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatter
 
+from gpusim.analysis.frontier import draw_fronts, is_steady, on_front
 from gpusim.analysis.outputs import RESULTS
 from gpusim.errors import InputError, unknown_name
 from gpusim.loadgen.metrics import add_latency_columns
@@ -214,43 +215,23 @@ def _bars(ax, sel: pd.DataFrame, order: list[str], per_system: bool, xs: np.ndar
 
 
 def pareto(df: pd.DataFrame, _: Path) -> Figure:
-    """Tokens/s/GPU vs tokens/s/user (1 / median TPOT); the front of each hardware and benchmark in black."""
-    df = ok_rows(df).copy()
-    df["per_user"] = 1.0 / df["tpot_p50_s"]
-    df = df[np.isfinite(df["per_user"])]
-    color_by = "deployment.name" if "deployment.name" in df.columns else "hardware"
-    fig = Figure(figsize=(9, 7), layout="constrained")
-    ax = fig.subplots()
-    for i, (name, g) in enumerate(df.groupby(color_by, sort=True)):
-        valid = g["valid"].fillna(True).astype(bool) if "valid" in g.columns else pd.Series(True, index=g.index)
-        ax.scatter(g["per_user"][valid], g["output_tokens_per_s_per_gpu"][valid], color=f"C{i}", label=name, s=30)
-        ax.scatter(g["per_user"][~valid], g["output_tokens_per_s_per_gpu"][~valid], facecolors="none",
-                   edgecolors=f"C{i}", s=30)
-    groups = [c for c in ("hardware", "benchmark") if c in df.columns]
-    for key, g in (df.groupby(groups) if groups else [("all", df)]):
-        front = pareto_front(g["per_user"].to_numpy(), g["output_tokens_per_s_per_gpu"].to_numpy())
-        f = g.iloc[front].sort_values("per_user")
-        ax.plot(f["per_user"], f["output_tokens_per_s_per_gpu"], "k-", lw=2, alpha=0.8, zorder=0,
-                label=f"Pareto front {' '.join(map(str, np.atleast_1d(key)))}")
-        ax.scatter(f["per_user"], f["output_tokens_per_s_per_gpu"], s=90, facecolors="none", edgecolors="k")
-    if "valid" in df.columns and not df["valid"].fillna(True).astype(bool).all():
-        ax.scatter([], [], facecolors="none", edgecolors="0.3", label="misses the latency limits")
-    ax.set(xlabel="output tokens/s per user (1 / median TPOT)", ylabel="output tokens/s per GPU",
-           title="Throughput vs interactivity")
-    ax.yaxis.set_major_formatter(TOKENS)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    return fig
-
-
-def pareto_front(x: np.ndarray, y: np.ndarray) -> list[int]:
-    """Indices of the points no other point beats on both x and y (larger is better), by x descending."""
-    front, best_y = [], -np.inf
-    for i in sorted(range(len(x)), key=lambda i: (-x[i], -y[i])):
-        if y[i] > best_y:
-            front.append(i)
-            best_y = y[i]
-    return front
+    """Steady tokens/s/GPU vs tokens/s/user (1 / median TPOT); each hardware and benchmark's front joins only the
+    points that are steady and meet their scenario's limits (`gpusim.analysis.frontier`), the rest hollow."""
+    df = ok_rows(df)
+    rows = df.to_dict("records")
+    points = pd.DataFrame({
+        "tokens_per_s_per_user": 1.0 / df["tpot_p50_s"].astype(float).to_numpy(),
+        "tokens_per_s_per_gpu": df["steady_output_tokens_per_s_per_gpu"].astype(float).to_numpy(),
+        "meets_limits": [bool(r.get("latency_met", False)) and is_steady(r) for r in rows],
+        "deployment": df["deployment.name"] if "deployment.name" in df.columns else df.get("hardware", "-"),
+        **{c: df[c].to_numpy() for c in ("hardware", "benchmark") if c in df.columns},
+    })
+    points["on_front"] = False
+    groups = [c for c in ("hardware", "benchmark") if c in points.columns]
+    for _, g in points.groupby(groups) if groups else [("all", points)]:
+        points.loc[g.index, "on_front"] = on_front(g["tokens_per_s_per_user"].to_numpy(),
+                                                   g["tokens_per_s_per_gpu"].to_numpy(), g["meets_limits"].to_numpy())
+    return draw_fronts(points, "Throughput vs interactivity (steady rates)", groups)
 
 
 def latency_cdf(df: pd.DataFrame, results: Path) -> Figure:
@@ -293,7 +274,7 @@ KINDS: dict[str, tuple[Callable[[pd.DataFrame, Path], Figure], list[str]]] = {
     "scaling": (scaling, ["hardware", "benchmark", "scenario", "systems", "num_gpus", "output_tokens_per_s"]),
     "generations": (generations, ["hardware", "benchmark", "scenario", "systems", "num_gpus", "output_tokens_per_s",
                                   "output_tokens_per_s_per_gpu"]),
-    "pareto": (pareto, ["output_tokens_per_s_per_gpu", "tpot_p50_s"]),
+    "pareto": (pareto, ["steady_output_tokens_per_s_per_gpu", "tpot_p50_s"]),
     "latency-cdf": (latency_cdf, ["point_id", "requests_file"]),
 }
 """Each kind: its drawing function and the result columns it needs."""

@@ -1,0 +1,95 @@
+"""`gpusim frontier`: the throughput–interactivity frontier of one or more systems on one model (gpusim/frontier.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from gpusim.errors import InputError
+from gpusim.loadgen.rules import SERVER_LIKE
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    f = sub.add_parser("frontier", help="tokens/s/GPU against tokens/s/user: the points a submitter could run and "
+                       "the front of those that meet the latency limits")
+    f.add_argument("--hardware", required=True, help="system profile, or several separated by commas "
+                   "(e.g. gb200-nvl72,gb300-nvl72,vr-nvl72)")
+    f.add_argument("--benchmark", required=True, help="MLPerf benchmark, e.g. deepseek-r1 (its lengths and limits)")
+    f.add_argument("--scenario", choices=list(SERVER_LIKE), default="server",
+                   help="whose p99 limits a front point must meet, and whether MTP may run (default server)")
+    f.add_argument("--ttft-limit", type=float, help="p99 TTFT limit in seconds (default: the scenario's)")
+    f.add_argument("--tpot-limit", type=float, help="p99 TPOT limit in seconds (default: the scenario's)")
+    f.add_argument("--isl", type=int, help="input tokens of every request (default: the benchmark's lengths)")
+    f.add_argument("--osl", type=int, help="output tokens of every request (default: the benchmark's lengths)")
+    f.add_argument("--deployments", type=int, default=5, help="deployments simulated per system (default 5)")
+    f.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="points simulated at once")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--out", type=Path, help="write frontier.json, points.csv and frontier.png here")
+    f.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    f.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    f.set_defaults(func=_cmd_frontier)
+
+
+def _cmd_frontier(args: argparse.Namespace) -> int:
+    from gpusim.analysis.frontier import Limits, draw_fronts
+    from gpusim.build import prepare
+    from gpusim.frontier import frontier, points_frame, with_lengths
+    from gpusim.specs.benchmark import load_benchmark
+
+    for name in ("ttft_limit", "tpot_limit", "isl", "osl", "deployments", "workers"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise InputError("command line", name.replace("_", "-"), f"must be > 0, got {value}")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise InputError("command line", "out", f"{args.out} exists and is not a directory")
+    bench = load_benchmark(args.benchmark)
+    own = bench.limits(args.scenario)
+    if own is None and (args.ttft_limit is None or args.tpot_limit is None):
+        raise InputError("command line", "scenario", f"{bench.id} has no {args.scenario} latency limits; give "
+                         "--ttft-limit and --tpot-limit, or a benchmark with them (gpusim list benchmarks)")
+    limits = Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
+                    args.tpot_limit or (own.tpot_s if own else math.inf))
+    log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    bases = [with_lengths(prepare(h.strip(), args.benchmark, scenario=args.scenario), args.isl, args.osl)
+             for h in args.hardware.split(",") if h.strip()]
+    frame = points_frame(frontier(bases, args.scenario, limits, args.deployments, args.seed, args.workers, log))
+    doc = {"benchmark": bench.id, "scenario": args.scenario, "isl": args.isl, "osl": args.osl,
+           "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
+           "points": json.loads(frame.to_json(orient="records"))}
+    if args.out is not None:
+        _write(args.out, doc, frame, draw_fronts(frame, f"{bench.id}: throughput vs interactivity "
+                                                 f"({limits.text()})"))
+    print(json.dumps(doc) if args.json else _table(frame, limits.text()))
+    return 0
+
+
+def _table(frame, limits: str) -> str:
+    """The points as text, front first per hardware."""
+    lines = [f"{'hardware':<13} {'deployment':<40} {'QPS':>7} {'tok/s/GPU':>10} {'tok/s/user':>10} "
+             f"{'TTFT p99':>9} {'TPOT p99':>9} {'Offline':>8}  verdict"]
+    for _, p in frame.sort_values(["hardware", "on_front", "tokens_per_s_per_user"], ascending=[True, False, False]
+                                  ).iterrows():
+        verdict = ("on front" if p.on_front else "meets" if p.meets_limits
+                   else "not steady" if not p.steady else "misses")
+        lines.append(f"{p.hardware:<13} {p.deployment:<40} {p.qps:>7.1f} {p.tokens_per_s_per_gpu:>10,.0f} "
+                     f"{p.tokens_per_s_per_user:>10.1f} {p.ttft_p99_s * 1e3:>7.0f}ms {p.tpot_p99_s * 1e3:>7.1f}ms "
+                     f"{p.offline_tokens_per_s_per_gpu:>8,.0f}  {verdict}")
+    lines.append(f"limits: {limits}; tokens/s/GPU is the steady rate, Offline the deployment's steady Offline rate")
+    return "\n".join(lines)
+
+
+def _write(out: Path, doc: dict, frame, fig) -> None:
+    """frontier.json, points.csv and frontier.png, each written whole or not at all."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        t = Path(tmp)
+        (t / "frontier.json").write_text(json.dumps(doc, indent=1))
+        frame.to_csv(t / "points.csv", index=False)
+        fig.savefig(t / "frontier.png", dpi=130)
+        for name in ("frontier.json", "points.csv", "frontier.png"):
+            (t / name).replace(out / name)

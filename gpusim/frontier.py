@@ -1,0 +1,248 @@
+"""The throughput–interactivity frontier of one system and model: the points a submitter could run.
+
+1. **Screen** (`screen`): every deployment the search would try (`search.candidate_deployments`: aggregated
+   and disaggregated, TP/EP/attention DP, weights precision, batch and token budgets; MTP where the limits'
+   scenario allows it) gets its analytic curve (`search.DecodeCurve`: QPS and mean TPOT at each batch). Per
+   layout the budget variant with the highest capacity stays; the layouts that hold most of the analytic front
+   are kept, and the best disaggregated one beside them where the hardware runs one.
+2. **Simulate**: each kept deployment is served Poisson arrivals at `RATE_SHARES` of its analytic capacity,
+   each run long enough for its batch to turn over (`steady_run`); its steady rate (after the warm-up, before
+   the drain) is the point's tokens/s/GPU, 1 / median TPOT its tokens/s/user. The same deployment's Offline
+   rate (LoadGen's, over a submission-length run on one instance of it) is reported beside every point.
+3. **Front**: only points that are steady and meet the limits (`analysis.frontier.meets_limits`) may stand on
+   it; each hardware has its own.
+
+Every simulated point is cached on disk by everything that decides it (`gpusim.best.cache_dir`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpusim.analysis.frontier import Limits, is_steady, meets_limits, on_front, pareto_front
+from gpusim.best import cache_dir, code_version, write_atomic
+from gpusim.build import Setup, make_setup
+from gpusim.errors import InputError
+from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
+from gpusim.parallel import parallel_map
+from gpusim.search import TPOT_MARGIN, _layout, candidate_deployments, decode_curve, trial
+from gpusim.specs.benchmark import LengthDistribution
+from gpusim.specs.deployment import Deployment
+from gpusim.specs.software import load_software
+
+Log = Callable[[str], None]
+RATE_SHARES = (0.08, 0.25, 0.5, 0.75, 0.92)
+"""Arrival rates per deployment, as shares of its analytic capacity: low shares give few sequences per step
+(interactive), high ones a full batch (the analytic capacity is within about 20% of the simulated one, so the
+top share may overload: such a point is drawn hollow)."""
+BATCH_LEVELS = 24
+"""Batches per analytic curve, geometric from one sequence to the largest batch."""
+MIN_RUN_S, MAX_RUN_S = 120.0, 4800.0
+"""Bounds of a point's arrival time (`steady_run`)."""
+TURNOVER = 2.4
+"""A run lasts this many times its p90 request's time in the engine, so the steady window opens after the batch
+turned over (`analysis.steady`: the warm-up must end before half-way)."""
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One deployment at one arrival rate (the `points` of `gpusim frontier --json`)."""
+
+    hardware: str
+    deployment: str
+    mode: str
+    qps: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    steady: bool
+    meets_limits: bool
+    on_front: bool
+    offline_tokens_per_s_per_gpu: float
+    """The deployment's steady Offline rate (`offline_rate`)."""
+    duration_s: float
+    num_gpus: int
+
+
+# ---- 1. screen ------------------------------------------------------------------------------------
+def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame:
+    """The cost model's curve of `setup` where its mean TPOT is within `TPOT_MARGIN` of the TPOT limit: per batch,
+    QPS, tokens/s/GPU and tokens/s/user (1 / mean TPOT); empty where one sequence already misses."""
+    curve = decode_curve(setup, seed)
+    batches = np.unique(np.geomspace(1, curve.max_batch, BATCH_LEVELS).round().astype(int))
+    qps, tpot = np.array([curve(int(b)) for b in batches]).T
+    pts = pd.DataFrame({"batch": batches, "qps": qps, "tokens_per_s_per_gpu": qps * curve.osl / setup.num_gpus,
+                        "tokens_per_s_per_user": 1.0 / tpot})
+    return pts[tpot <= TPOT_MARGIN * limits.tpot_p99_s].reset_index(drop=True)
+
+
+def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int = 0,
+           log: Log = lambda _: None) -> list[Setup]:
+    """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own among them."""
+    best: dict[tuple, tuple[float, Setup]] = {}
+    curves = []
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario):
+        dep = dep.model_copy(update={"software": base.deployment.software})
+        s = base.with_deployment(dep, dep.name)
+        pts = analytic_points(s, limits, seed)
+        cap = float(pts["qps"].max()) if len(pts) else 0.0
+        if cap > 0 and (_layout(dep) not in best or cap > best[_layout(dep)][0]):
+            best[_layout(dep)] = (cap, s)
+            curves.append(pts.assign(layout=list(best).index(_layout(dep))))  # the layout's insertion order
+    if not best:
+        raise InputError("command line", "hardware", f"no deployment of {base.model.id} on {base.hardware.id} fits "
+                         f"and meets {limits.text()}")
+    every = pd.concat(curves, ignore_index=True)
+    share = every.iloc[pareto_front(every["tokens_per_s_per_user"].to_numpy(),
+                                    every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
+    index = {lay: i for i, lay in enumerate(best)}
+    order = sorted(best, key=lambda lay: (-share.get(index[lay], 0), -best[lay][0]))
+    chosen = [best[lay][1] for lay in order[:keep]]
+    disagg = next((best[lay][1] for lay in order if not isinstance(best[lay][1].deployment, Deployment)), None)
+    own = [] if _layout(base.deployment) in order[:keep] else [base]
+    extra = own + ([disagg] if disagg is not None and disagg not in chosen else [])
+    chosen = chosen[:max(1, keep - len(extra))] + extra
+    log(f"screen: {len(best)} layouts of {base.model.id} on {base.hardware.id}; simulating "
+        + ", ".join(s.deployment.name for s in chosen))
+    return chosen
+
+
+# ---- 2. simulate ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PointJob:
+    setup: Setup
+    scenario: str
+    qps: float
+    duration_s: float
+    seed: int
+
+
+def steady_run(job: PointJob) -> dict:
+    """The steady figures of `job`'s deployment at its rate: run for `job.duration_s` of arrivals, and longer
+    (up to `MAX_RUN_S`) while the batch has not turned over in the run and the engine keeps up."""
+    key = _cache_key(job)
+    path = cache_dir() / "frontier" / f"{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    duration = job.duration_s
+    while True:
+        t = trial(job.setup, job.scenario, job.qps, duration, job.seed)
+        s = t.result.summary
+        if is_steady(s) or s.get("overloaded") or duration >= MAX_RUN_S:
+            break
+        req = t.result.requests
+        p90 = float(np.nanquantile(req["completion_s"] - req["first_token_s"], 0.9))
+        duration = min(MAX_RUN_S, max(2 * duration, TURNOVER * p90))
+    out = {k: s.get(k) for k in ("steady_output_tokens_per_s_per_gpu", "tpot_p50_s", "ttft_p99_s", "tpot_p99_s",
+                                 "steady_turned_over", "overloaded", "num_gpus")}
+    out["duration_s"] = duration
+    write_atomic(path, json.dumps(out))
+    return out
+
+
+def offline_rate(job: PointJob) -> float:
+    """Steady tokens/s/GPU of `job.setup` in Offline (every request queued at once) over a submission-length run,
+    on one instance where the deployment is aggregated: instances are identical, and on GB300 NVL72's DeepSeek-R1
+    Offline default one instance lands within 1% of the rack's nine."""
+    setup = job.setup
+    if isinstance(setup.deployment, Deployment):
+        setup = setup.with_deployment(setup.deployment.model_copy(update={"instances": 1}), setup.deployment.name)
+    return float(trial(setup, "offline", None, SUBMISSION_DURATION_S, job.seed).result.summary[
+        "steady_output_tokens_per_s_per_gpu"] or 0.0)
+
+
+def _first_duration(setup: Setup, qps: float, seed: int) -> float:
+    """A first guess at the arrival time that turns a run over: TURNOVER × the p90 output × the analytic TPOT."""
+    curve = decode_curve(setup, seed)
+    batches = np.arange(1, curve.max_batch + 1, max(1, curve.max_batch // 64))
+    qs, tpots = np.array([curve(int(b)) for b in batches]).T
+    tpot = float(np.interp(qps, qs, tpots)) if qs[-1] > qs[0] else float(tpots[-1])
+    osl90 = float(np.quantile(dataset_lengths(setup.bench, seed)[1], 0.9))
+    return float(np.clip(TURNOVER * osl90 * tpot, MIN_RUN_S, MAX_RUN_S))
+
+
+def _cache_key(job: PointJob) -> str:
+    s = job.setup
+    parts = {"hardware": s.hardware.model_dump(mode="json"), "model": s.model.model_dump(mode="json"),
+             "benchmark": s.bench.model_dump(mode="json"), "deployment": s.deployment.model_dump(mode="json"),
+             "software": load_software(s.deployment.software).model_dump(mode="json"), "timing": s.timing,
+             "scenario": job.scenario, "qps": job.qps, "duration_s": job.duration_s, "seed": job.seed,
+             "code": code_version()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def with_lengths(setup: Setup, isl: int | None, osl: int | None) -> Setup:
+    """`setup` serving requests of `isl` input and `osl` output tokens (each left to the benchmark when None)."""
+    fixed = {f: LengthDistribution(kind="constant", value=n, min=n, max=n, source=f"--{flag}", grade="A")
+             for f, flag, n in (("input_tokens", "isl", isl), ("output_tokens", "osl", osl)) if n is not None}
+    if not fixed:
+        return setup
+    return make_setup(setup.hardware, setup.bench.model_copy(update=fixed), setup.model, setup.deployment,
+                      "command line", setup.timing)
+
+
+# ---- 3. the front ---------------------------------------------------------------------------------
+def frontier(bases: list[Setup], scenario: str, limits: Limits, keep: int = 5, seed: int = 0, workers: int = 1,
+             log: Log = lambda _: None) -> list[FrontierPoint]:
+    """Every simulated point of every setup's hardware, its front marked (module docstring)."""
+    if scenario not in SERVER_LIKE:
+        raise InputError("command line", "scenario", f"{scenario}: a frontier serves arrivals; valid: "
+                         + ", ".join(SERVER_LIKE))
+    setups = [s for base in bases for s in screen(base, scenario, limits, keep, seed, log)]
+    jobs = [PointJob(s, scenario, q, _first_duration(s, q, seed), seed)
+            for s in setups for q in _rates(s, limits, seed)]
+    log(f"simulating {len(jobs)} points and {len(setups)} Offline references, {workers} at a time")
+    runs = parallel_map(steady_run, jobs, workers)
+    offline = dict(zip((id(s) for s in setups),
+                       parallel_map(offline_rate, [PointJob(s, "offline", 0.0, 0.0, seed) for s in setups], workers),
+                       strict=True))
+    points = [_point(j, r, offline[id(j.setup)], limits) for j, r in zip(jobs, runs, strict=True)]
+    return _mark_fronts(points)
+
+
+def _rates(setup: Setup, limits: Limits, seed: int) -> list[float]:
+    """`RATE_SHARES` of the analytic capacity within the TPOT limit (of the whole curve where none meets it)."""
+    pts = analytic_points(setup, limits, seed)
+    capacity = float(pts["qps"].max()) if len(pts) else decode_curve(setup, seed)(10**9)[0]
+    return [round(share * capacity, 3) for share in RATE_SHARES]
+
+
+def _point(job: PointJob, run: dict, offline: float, limits: Limits) -> FrontierPoint:
+    tpot50 = run["tpot_p50_s"]
+    return FrontierPoint(
+        hardware=job.setup.hardware.id, deployment=job.setup.deployment.name, mode=job.setup.deployment.mode,
+        qps=job.qps, tokens_per_s_per_gpu=float(run["steady_output_tokens_per_s_per_gpu"] or 0.0),
+        tokens_per_s_per_user=1.0 / tpot50 if tpot50 else math.nan, ttft_p99_s=run["ttft_p99_s"],
+        tpot_p50_s=tpot50, tpot_p99_s=run["tpot_p99_s"], steady=is_steady(run),
+        meets_limits=meets_limits(run, limits), on_front=False, offline_tokens_per_s_per_gpu=offline,
+        duration_s=run["duration_s"], num_gpus=int(run["num_gpus"]))
+
+
+def _mark_fronts(points: list[FrontierPoint]) -> list[FrontierPoint]:
+    """`points` with `on_front` set per hardware."""
+    frame = pd.DataFrame([asdict(p) for p in points])
+    marks = np.zeros(len(frame), bool)
+    for _, g in frame.groupby("hardware"):
+        marks[g.index] = on_front(g["tokens_per_s_per_user"], g["tokens_per_s_per_gpu"], g["meets_limits"])
+    return [FrontierPoint(**{**asdict(p), "on_front": bool(m)}) for p, m in zip(points, marks, strict=True)]
+
+
+def points_frame(points: list[FrontierPoint]) -> pd.DataFrame:
+    """One row per point, with `exceeds_offline`: the steady rate above the deployment's steady Offline rate."""
+    frame = pd.DataFrame([asdict(p) for p in points])
+    frame["exceeds_offline"] = frame["tokens_per_s_per_gpu"] > frame["offline_tokens_per_s_per_gpu"]
+    return frame
+
+
+__all__ = ["FrontierPoint", "PointJob", "analytic_points", "frontier", "offline_rate", "points_frame", "screen",
+           "steady_run", "with_lengths"]

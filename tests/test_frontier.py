@@ -1,0 +1,110 @@
+"""The throughput–interactivity frontier: which points may stand on it, and `gpusim frontier` end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gpusim.analysis.frontier import Limits, meets_limits, on_front
+from gpusim.build import prepare
+from gpusim.cli import main
+from gpusim.frontier import PointJob, _first_duration, analytic_points, screen, steady_run, with_lengths
+
+STEADY = {"steady_turned_over": True, "overloaded": False, "ttft_p99_s": 1.0, "tpot_p99_s": 0.05}
+
+
+def test_a_point_meets_its_limits_only_when_steady_and_within_both():
+    limits = Limits(ttft_p99_s=2.0, tpot_p99_s=0.08)
+    assert meets_limits(STEADY, limits)
+    assert not meets_limits({**STEADY, "steady_turned_over": False}, limits)  # batch still filling
+    assert not meets_limits({**STEADY, "overloaded": True}, limits)  # queue growing
+    assert not meets_limits({**STEADY, "ttft_p99_s": 2.5}, limits)
+    assert not meets_limits({**STEADY, "tpot_p99_s": 0.081}, limits)
+    assert meets_limits({**STEADY, "tpot_p99_s": 9.0}, Limits())  # unbounded
+
+
+def test_the_front_skips_points_that_miss_however_high():
+    # per user, per GPU: the second point dominates every other but misses its limits
+    x = np.array([10.0, 20.0, 20.0, 40.0, 5.0])
+    y = np.array([900.0, 2000.0, 700.0, 300.0, 800.0])
+    eligible = np.array([True, False, True, True, True])
+    assert on_front(x, y, eligible).tolist() == [True, False, True, True, False]
+    assert not on_front(x, y, np.zeros(5, bool)).any()
+
+
+def test_the_analytic_screen_keeps_the_limit_and_names_the_starting_deployment():
+    base = prepare("b200-hgx", "llama2-70b", scenario="server")
+    limits = Limits(2.0, 0.05)
+    pts = analytic_points(base, limits)
+    assert len(pts) and (1 / pts["tokens_per_s_per_user"] <= 0.8 * 0.05 + 1e-12).all()
+    assert pts["qps"].is_monotonic_increasing  # a bigger batch serves more
+    chosen = screen(base, "server", limits, keep=2)
+    assert len(chosen) <= 3 and base.deployment.name in {s.deployment.name for s in chosen}
+
+
+def test_a_run_too_short_to_turn_over_is_lengthened(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path))
+    base = prepare("b200-hgx", "llama2-70b", scenario="server")
+    qps = 0.5 * float(analytic_points(base, Limits(2.0, 0.2))["qps"].max())
+    assert _first_duration(base, qps, 0) >= 120.0
+    run = steady_run(PointJob(base, "server", qps, 4.0, 0))  # 4 s: shorter than a request lives
+    assert run["duration_s"] > 4.0 and run["steady_turned_over"]
+    assert steady_run(PointJob(base, "server", qps, 4.0, 0)) == run  # cached by what decides it
+    assert list(tmp_path.glob("frontier/*.json"))
+
+
+def test_fixed_lengths_replace_the_benchmarks():
+    base = with_lengths(prepare("b200-hgx", "llama2-70b"), 1024, 256)
+    assert base.bench.input_tokens.value == 1024 and base.bench.output_tokens.value == 256
+    assert base.deployment.name == prepare("b200-hgx", "llama2-70b").deployment.name
+
+
+@pytest.fixture(scope="module")
+def small_front(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("front")
+    import os
+    os.environ["GPUSIM_CACHE"] = str(out / "cache")
+    try:
+        assert main(["frontier", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--deployments", "2",
+                     "--workers", "1", "--out", str(out / "f"), "--quiet"]) == 0
+    finally:
+        del os.environ["GPUSIM_CACHE"]
+    return {"doc": json.loads((out / "f" / "frontier.json").read_text()), "dir": out / "f"}
+
+
+def test_frontier_points_carry_their_deployment_and_the_front_meets_the_limits(small_front):
+    doc = small_front["doc"]
+    pts = doc["points"]
+    assert doc["limits"] == {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2}  # Llama 2 70B's Server limits
+    assert len(pts) == 10 and len({p["deployment"] for p in pts}) == 2
+    for p in pts:
+        assert set(p) >= {"deployment", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_p99_s", "tpot_p99_s",
+                          "meets_limits", "on_front"}
+        assert math.isclose(p["tokens_per_s_per_user"], 1 / p["tpot_p50_s"], rel_tol=1e-6)
+        assert not p["exceeds_offline"] and p["tokens_per_s_per_gpu"] <= p["offline_tokens_per_s_per_gpu"]
+    front = [p for p in pts if p["on_front"]]
+    assert front and all(p["meets_limits"] for p in front)
+    # no point that meets the limits beats a front point on both axes
+    for p in (p for p in pts if p["meets_limits"] and not p["on_front"]):
+        assert any(f["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+                   and f["tokens_per_s_per_gpu"] >= p["tokens_per_s_per_gpu"] for f in front)
+    assert (small_front["dir"] / "frontier.png").stat().st_size > 5_000
+    assert (small_front["dir"] / "points.csv").read_text().count("\n") == 11
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--tpot-limit", "-1"], "tpot-limit"),
+    (["--hardware", "nosuch"], "hardware"),
+    (["--benchmark", "qwen3.6-27b"], "scenario"),
+])
+def test_bad_frontier_input_is_one_line_and_exit_2(argv, field, capsys, tmp_path):
+    base = {"--hardware": "b200-hgx", "--benchmark": "llama2-70b"}
+    args = ["frontier", *[a for k, v in base.items() if k not in argv for a in (k, v)], *argv,
+            "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and field in err
+    assert not (tmp_path / "o").exists()
