@@ -6,12 +6,14 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpusim.analysis.frontier import Limits, meets_limits, on_front
 from gpusim.build import prepare
 from gpusim.cli import main
 from gpusim.frontier import PointJob, _first_duration, analytic_points, screen, steady_run, with_lengths
+from gpusim.validate.fronts import front_distances, front_points, front_summary
 
 STEADY = {"steady_turned_over": True, "overloaded": False, "ttft_p99_s": 1.0, "tpot_p99_s": 0.05}
 
@@ -108,3 +110,33 @@ def test_bad_frontier_input_is_one_line_and_exit_2(argv, field, capsys, tmp_path
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and field in err
     assert not (tmp_path / "o").exists()
+
+
+# ---- the silicon sample's measured fronts ---------------------------------------------------------
+def _front_rows(predicted_tpot_b: float) -> pd.DataFrame:
+    """Two concurrencies of one setup (OSL 101, 2 GPUs); the second's predicted TPOT is `predicted_tpot_b`."""
+    return pd.DataFrame({
+        "front_setup": ["s", "s"], "system": "b200_sxm", "model_path": "m", "backend": "vllm", "mode": "agg",
+        "concurrency": [1, 4], "osl": 101, "gpus": 2, "predicted": True, "status": "ok",
+        "measured_ttft": [100.0, 200.0], "measured_tpot": [10.0, 20.0],
+        "predicted_ttft": [100.0, 200.0], "predicted_tpot": [10.0, predicted_tpot_b]})
+
+
+def test_a_measured_front_point_is_compared_at_the_same_tokens_per_user():
+    # measured: c=1 at 100 tok/s/user serves 1 × 101 / (0.1 + 100 × 0.01) / 2 = 45.909 tok/s/GPU,
+    # c=4 at 50 tok/s/user 4 × 101 / (0.2 + 100 × 0.02) / 2 = 91.818; predicted c=4: 40 tok/s/user, 74.815
+    d = front_distances(front_points(_front_rows(25.0))).sort_values("concurrency")
+    assert d["measured_per_gpu"].round(3).tolist() == [45.909, 91.818]
+    # at 50 tok/s/user the predicted front lies (ln 50 - ln 40) / (ln 100 - ln 40) = 0.2435 of the way from
+    # 74.815 to 45.909: 67.775, so the distance is 67.775 / 91.818 - 1
+    assert d["distance"].round(4).tolist() == [0.0, round(67.775 / 91.818 - 1, 4)]
+    assert front_distances(front_points(_front_rows(20.0)))["distance"].abs().max() < 1e-12
+
+
+def test_a_front_needs_two_concurrencies_and_stated_workers():
+    one = _front_rows(20.0).iloc[:1]
+    assert front_points(one).empty
+    unstated = _front_rows(20.0).assign(status="ok (decode workers unstated: 2 assumed)")
+    assert front_points(unstated).empty
+    summary = front_summary(_front_rows(25.0))
+    assert summary[0]["system"] == "all" and summary[0]["setups"] == 1 and summary[0]["compared"] == 2

@@ -168,8 +168,10 @@ def test_rows_csv_has_one_line_per_input_row(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["validate", "silicon", str(csv), "--json", "--workers", "1", "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert set(summary) == {"rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations"}
+    assert set(summary) == {"rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations",
+                            "fronts"}
     assert summary["rows_total"] == 3 and summary["rows_predicted"] == 2 and summary["generations"] == []
+    assert summary["fronts"] == []  # no setup measured at two concurrencies
     rows = pd.read_csv(out / "rows.csv")
     assert list(rows.columns) == ["id", "predicted_ttft_ms", "predicted_tpot_ms", "status"]
     assert rows["id"].tolist() == [AGG_DENSE["id"], DISAGG["id"], UNKNOWN_MODEL["id"]]

@@ -13,7 +13,8 @@ from gpusim.loadgen.rules import SUBMISSION_DURATION_S
 from gpusim.validate.datasets import MLPERF_CSV, silicon_path
 from gpusim.validate.runner import WAVES
 
-SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations")
+SILICON_JSON_KEYS = ("rows_total", "rows_predicted", "mape_ttft", "mape_tpot", "partitions", "generations",
+                     "fronts")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_silicon(args: argparse.Namespace) -> int:
-    from gpusim.validate.report import generation_table, partition_table, write_report
+    from gpusim.validate.report import front_table, generation_table, partition_table, write_report
     from gpusim.validate.silicon import validate_silicon
 
     for name in ("sample", "waves"):
@@ -88,6 +89,8 @@ def _cmd_silicon(args: argparse.Namespace) -> int:
     print(partition_table(s["partitions"], ("system", "model", "backend", "mode", "isl/osl")))
     if s["generations"]:
         print(generation_table([r for r in s["generations"] if r["group"] == "all"]))
+    if s["fronts"]:
+        print(front_table(s["fronts"][:1]))
     return 0
 
 

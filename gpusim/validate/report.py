@@ -84,6 +84,18 @@ def generation_table(ratios: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def front_table(fronts: list[dict]) -> str:
+    """Markdown rows of `fronts.front_summary`: per system × model, setups, points, points compared and the median
+    distance of the predicted front from the measured one (absolute and signed)."""
+    lines = ["| system | model | setups | points | compared | median abs distance | median distance |",
+             "|---|---|---|---|---|---|---|"]
+    for f in fronts:
+        name = "**all** | all" if f["system"] == "all" else f"{f['system']} | {f['model']}"
+        lines.append(f"| {name} | {f['setups']} | {f['points']} | "
+                     f"{f['compared']} | {_pct(f['median_abs_distance'])} | {_pct(f['median_distance'])} |")
+    return "\n".join(lines)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -135,6 +147,13 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
                   "predicted (medians over the setups), and their agreement, predicted / measured speed-up "
                   "(median; below 1 the model puts the generations closer than the silicon does).", "",
                   generation_table(summary["generations"]), ""]
+    if summary.get("fronts"):
+        lines += ["## Throughput–interactivity fronts", "",
+                  "Setups measured at several concurrencies (`gpusim/validate/fronts.py`): each measured point's "
+                  "tokens/s/GPU, c × OSL / (TTFT + (OSL − 1) × TPOT) / GPUs, against the predicted front at the same "
+                  "tokens/s/user (1 / TPOT); distance = predicted / measured − 1 (+: gpusim's front is higher). "
+                  "'compared' counts the points inside the predicted front's range.", "",
+                  front_table(summary["fronts"]), ""]
     lines += ["## Rows not predicted", "", "| reason | rows |", "|---|---|"]
     lines += [f"| {reason} | {n} |" for reason, n in summary.get("not_predicted", {}).items()] or ["| - | 0 |"]
     lines += ["", "## Worst partitions (exact configuration, at least 5 predicted rows)", ""]
@@ -176,5 +195,5 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
     return path
 
 
-__all__ = ["first_wave_table", "generation_table", "partition_table", "scatter", "scatter_table", "target_table",
-           "write_report"]
+__all__ = ["first_wave_table", "front_table", "generation_table", "partition_table", "scatter", "scatter_table",
+           "target_table", "write_report"]

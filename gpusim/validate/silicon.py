@@ -50,6 +50,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from gpusim.analysis.published import map_system
+from gpusim.deploy import roles
 from gpusim.errors import InputError
 from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import decode_rate, prefill_rate
@@ -75,6 +76,7 @@ from gpusim.validate.errors import (
     scatter_stats,
     target_status,
 )
+from gpusim.validate.fronts import FRONT_BLIND, front_summary
 from gpusim.validate.generations import GENERATION_BLIND, generation_ratios, paired
 from gpusim.validate.holdout import split_rows
 from gpusim.validate.recipes import LaunchedRow, launch_settings
@@ -459,12 +461,24 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
     t["predicted"] = t["status"].str.startswith("ok") & t["predicted_ttft"].notna()
     t["reading"] = t["status"].map(_reading)
     t["generation_setup"] = _setup_keys(rows, GENERATION_BLIND).to_numpy()
+    t["front_setup"] = _setup_keys(rows, FRONT_BLIND).str.rsplit("|c", n=1).str[0].to_numpy()
+    t["concurrency"] = [row_concurrency(r) for r in rows.to_dict("records")]
+    t["osl"] = rows["osl"].astype(int).to_numpy()
+    t["gpus"] = [_row_gpus(r) for r in rows.to_dict("records")]
     sample = rows if sample is None else sample
     setup = _setup_keys(sample)
     for m, col in zip(METRICS, ("silicon_ttft_ms", "silicon_tpot_ms"), strict=True):
         scatter = repeat_scatter(sample[col].astype(float), setup).set_axis(sample["id"])
         t[f"scatter_{m}"] = scatter.reindex(t["id"]).to_numpy()
     return t
+
+
+def _row_gpus(row: Mapping) -> int | None:
+    """GPUs the row's case runs on (every pool's instances), None where it has no case."""
+    try:
+        return sum(d.gpus_per_instance * (d.instances or 1) for _, d in roles(row_case(row).deployment))
+    except (Unsupported, InputError, ValueError):
+        return None
 
 
 _NOT_SETUP = ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")
@@ -494,6 +508,7 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
         "first_wave": first_wave_weights(table[table["mode"] == "agg"], "backend"),
         "generations": generation_ratios(table),
+        "fronts": front_summary(table),
         "targets": {"mape": TARGETS, "min_rows": TARGET_MIN_ROWS,
                     "partitions": target_status(table, TARGET_PARTITIONS, TARGETS, TARGET_MIN_ROWS)},
     }
