@@ -107,14 +107,16 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
                                     every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
     index = {lay: i for i, lay in enumerate(best)}
     order = sorted(best, key=lambda lay: (-share.get(index[lay], 0), -best[lay][0]))
-    chosen = [best[lay][1] for lay in order[:keep]]
     disagg = next((best[lay][1] for lay in order if not isinstance(best[lay][1].deployment, Deployment)), None)
-    own = [] if _layout(base.deployment) in order[:keep] else [base]
-    extra = own + ([disagg] if disagg is not None and disagg not in chosen else [])
-    chosen = chosen[:max(1, keep - len(extra))] + extra
+    chosen: dict[tuple, Setup] = {}
+    for s in [base, *([disagg] if disagg else []), *(best[lay][1] for lay in order)]:  # the two always, then the best
+        if len(chosen) < keep or s is base:
+            chosen.setdefault(_layout(s.deployment), s)
+    chosen_list = sorted(chosen.values(), key=lambda s: order.index(_layout(s.deployment))
+                         if _layout(s.deployment) in index else len(order))
     log(f"screen: {len(best)} layouts of {base.model.id} on {base.hardware.id}; simulating "
-        + ", ".join(s.deployment.name for s in chosen))
-    return chosen
+        + ", ".join(s.deployment.name for s in chosen_list))
+    return chosen_list
 
 
 # ---- 2. simulate ----------------------------------------------------------------------------------

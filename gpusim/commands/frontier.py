@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--deployments", type=int, default=5, help="deployments simulated per system (default 5)")
     f.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="points simulated at once")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--out", type=Path, help="write frontier.json, points.csv and frontier.png here")
+    f.add_argument("--out", type=Path, help="write frontier.json, points.csv, frontier.png and README.md here")
     f.add_argument("--json", action="store_true", help="print exactly one JSON object")
     f.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     f.set_defaults(func=_cmd_frontier)
@@ -62,34 +62,69 @@ def _cmd_frontier(args: argparse.Namespace) -> int:
            "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
            "points": json.loads(frame.to_json(orient="records"))}
     if args.out is not None:
+        command = _command(args)
         _write(args.out, doc, frame, draw_fronts(frame, f"{bench.id}: throughput vs interactivity "
-                                                 f"({limits.text()})"))
+                                                 f"({limits.text()})"), _markdown(frame, limits.text(), command))
     print(json.dumps(doc) if args.json else _table(frame, limits.text()))
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that regenerates `args.out` (options left at their defaults omitted)."""
+    parts = ["gpusim frontier", f"--hardware {args.hardware}", f"--benchmark {args.benchmark}"]
+    given = {"scenario": (args.scenario, "server"), "ttft-limit": (args.ttft_limit, None),
+             "tpot-limit": (args.tpot_limit, None), "isl": (args.isl, None), "osl": (args.osl, None),
+             "deployments": (args.deployments, 5), "seed": (args.seed, 0)}
+    parts += [f"--{k} {v}" for k, (v, default) in given.items() if v != default]
+    return " ".join([*parts, f"--out {args.out}"])
+
+
+def _markdown(frame, limits: str, command: str) -> str:
+    """README.md of an --out folder: the command, the figure and the points, front first."""
+    lines = ["# Throughput–interactivity frontier", "", f"Regenerate: `{command}`", "",
+             f"Limits: {limits}. Tokens/s/GPU is each run's steady rate (after its batch turned over, before the "
+             "drain); tokens/s/user is 1 / median TPOT; Offline is the same deployment's steady Offline rate. Only "
+             "points that are steady and meet the limits may stand on the front (docs/frontier.md).", "",
+             "![frontier](frontier.png)", "",
+             "| hardware | deployment | QPS | tokens/s/GPU | tokens/s/user | TTFT p99 (ms) | TPOT p99 (ms) | "
+             "Offline tokens/s/GPU | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, p in _ordered(frame).iterrows():
+        lines.append(f"| {p.hardware} | {p.deployment} | {p.qps:.1f} | {p.tokens_per_s_per_gpu:,.0f} | "
+                     f"{p.tokens_per_s_per_user:.1f} | {p.ttft_p99_s * 1e3:,.0f} | {p.tpot_p99_s * 1e3:.1f} | "
+                     f"{p.offline_tokens_per_s_per_gpu:,.0f} | {_verdict(p)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ordered(frame):
+    return frame.sort_values(["hardware", "on_front", "tokens_per_s_per_user"], ascending=[True, False, False])
+
+
+def _verdict(p) -> str:
+    verdict = ("on front" if p.on_front else "meets" if p.meets_limits else "not steady" if not p.steady
+               else "misses")
+    return verdict + (", above its Offline rate" if p.exceeds_offline else "")
 
 
 def _table(frame, limits: str) -> str:
     """The points as text, front first per hardware."""
     lines = [f"{'hardware':<13} {'deployment':<40} {'QPS':>7} {'tok/s/GPU':>10} {'tok/s/user':>10} "
              f"{'TTFT p99':>9} {'TPOT p99':>9} {'Offline':>8}  verdict"]
-    for _, p in frame.sort_values(["hardware", "on_front", "tokens_per_s_per_user"], ascending=[True, False, False]
-                                  ).iterrows():
-        verdict = ("on front" if p.on_front else "meets" if p.meets_limits
-                   else "not steady" if not p.steady else "misses")
+    for _, p in _ordered(frame).iterrows():
         lines.append(f"{p.hardware:<13} {p.deployment:<40} {p.qps:>7.1f} {p.tokens_per_s_per_gpu:>10,.0f} "
                      f"{p.tokens_per_s_per_user:>10.1f} {p.ttft_p99_s * 1e3:>7.0f}ms {p.tpot_p99_s * 1e3:>7.1f}ms "
-                     f"{p.offline_tokens_per_s_per_gpu:>8,.0f}  {verdict}")
+                     f"{p.offline_tokens_per_s_per_gpu:>8,.0f}  {_verdict(p)}")
     lines.append(f"limits: {limits}; tokens/s/GPU is the steady rate, Offline the deployment's steady Offline rate")
     return "\n".join(lines)
 
 
-def _write(out: Path, doc: dict, frame, fig) -> None:
-    """frontier.json, points.csv and frontier.png, each written whole or not at all."""
+def _write(out: Path, doc: dict, frame, fig, readme: str) -> None:
+    """frontier.json, points.csv, frontier.png and README.md, each written whole or not at all."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         t = Path(tmp)
         (t / "frontier.json").write_text(json.dumps(doc, indent=1))
         frame.to_csv(t / "points.csv", index=False)
         fig.savefig(t / "frontier.png", dpi=130)
-        for name in ("frontier.json", "points.csv", "frontier.png"):
+        (t / "README.md").write_text(readme)
+        for name in ("frontier.json", "points.csv", "frontier.png", "README.md"):
             (t / name).replace(out / name)
