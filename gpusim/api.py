@@ -36,6 +36,8 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
         spec = spec.model_copy(update={"deployment": _completed(spec, source)})
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, None if best else spec.deployment, source,
                     spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
+    if spec.scenario in ("server", "interactive"):
+        setup.bench.require_limits(spec.scenario, source)
     if best:
         setup = setup.with_deployment(best_deployment(setup, spec.scenario, spec.seed, source, workers))
     if spec.qps == "peak":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -31,13 +34,34 @@ def _task(fn: Callable[[Job], Out]) -> Callable[[Job], Out]:
     return _Overlaid(fn, profiles) if profiles else fn
 
 
+PARENT_POLL_S = 0.5
+"""How often a worker checks that the process that started it is still alive."""
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker's initializer: a daemon thread ends the worker once its parent is gone. A parent killed with
+    SIGKILL (a time-out) runs no clean-up, and its pool's workers would otherwise compute on, orphaned."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="gpusim-parent-watch").start()
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose workers exit when this process dies (`_exit_with_parent`)."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
+
+
 def parallel_map(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -> list[Out]:
     """`[fn(j) for j in jobs]`, in order, over `workers` processes (one job each at a time, so a long job
     does not hold others back); `fn` must be picklable, a module-level function or a `functools.partial`.
     Software profiles overlaid in this process (`software_overlay`) are overlaid in the workers too."""
     jobs = list(jobs)
     if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with worker_pool(workers) as pool:
             return list(pool.map(_task(fn), jobs, chunksize=1))
     return [fn(j) for j in jobs]
 
@@ -49,10 +73,10 @@ def parallel_imap(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -
     if workers <= 1 or len(jobs) <= 1:
         yield from ((i, fn(j)) for i, j in enumerate(jobs))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         futures = {pool.submit(_task(fn), j): i for i, j in enumerate(jobs)}
         for f in as_completed(futures):
             yield futures[f], f.result()
 
 
-__all__ = ["parallel_imap", "parallel_map"]
+__all__ = ["parallel_imap", "parallel_map", "worker_pool"]

@@ -42,6 +42,7 @@ from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.outputs import RESULTS, RESULTS_CSV
 from gpusim.deploy import load_deployment, spec_default
 from gpusim.errors import InputError
+from gpusim.parallel import worker_pool
 from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment, deployment_type
 from gpusim.specs.experiment import RunSpec
@@ -253,7 +254,7 @@ def _local(points: list[Point], workers: int) -> Iterator[PointResult]:
     """`points` on a pool of `workers` processes. A worker process that dies (killed, out of memory, a crash
     in native code) breaks the whole pool: the points it took down with it run again, each in a process of its
     own, so that only the point that kills its process is recorded as failed."""
-    pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(points)))
+    pool = worker_pool(min(workers, len(points)))
     broken: list[Point] = []
     try:
         futures = {pool.submit(run_point, p): p for p in points}
@@ -267,7 +268,7 @@ def _local(points: list[Point], workers: int) -> Iterator[PointResult]:
 
 def _alone(point: Point) -> PointResult:
     """Run one point in a process of its own; its death is that point's error."""
-    with cf.ProcessPoolExecutor(max_workers=1) as pool:
+    with worker_pool(1) as pool:
         try:
             return pool.submit(run_point, point).result()
         except BrokenProcessPool:

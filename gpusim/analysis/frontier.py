@@ -68,7 +68,7 @@ TOKENS = EngFormatter(sep="")
 
 def draw_fronts(points: pd.DataFrame, title: str, groups: Sequence[str] = ("hardware",)) -> Figure:
     """Tokens/s/GPU against tokens/s/user: filled where a point meets its limits, hollow where not, the front of
-    each group joined and its points named by deployment. `points` has the columns of `gpusim frontier --json`'s
+    each group joined and each of its deployments named at its highest point on it. `points` has the columns of `gpusim frontier --json`'s
     points (`tokens_per_s_per_user`, `tokens_per_s_per_gpu`, `meets_limits`, `on_front`, `deployment`)."""
     fig = Figure(figsize=(10, 7), layout="constrained")
     ax = fig.subplots()
@@ -83,7 +83,7 @@ def draw_fronts(points: pd.DataFrame, title: str, groups: Sequence[str] = ("hard
         f = g[g["on_front"].astype(bool)].sort_values("tokens_per_s_per_user")
         ax.plot(f["tokens_per_s_per_user"], f["tokens_per_s_per_gpu"], "-", color=f"C{i}", lw=2, zorder=0,
                 label=f"{name}: front")
-        for _, p in f.iterrows():
+        for _, p in f.loc[f.groupby("deployment")["tokens_per_s_per_gpu"].idxmax()].iterrows():  # once each
             ax.annotate(str(p["deployment"]), (p["tokens_per_s_per_user"], p["tokens_per_s_per_gpu"]),
                         textcoords="offset points", xytext=(4, 3), fontsize=6, color=f"C{i}")
     ax.set(xlabel="output tokens/s per user (1 / median TPOT)", ylabel="steady output tokens/s per GPU",

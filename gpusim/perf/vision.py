@@ -74,7 +74,11 @@ class VisionStepCost:
         self.seconds_per_prompt_token = seconds_per_prompt_token
 
     def __getattr__(self, name: str):
-        return getattr(self.llm, name)  # the LM's software, deployment, sources, breakdown parts
+        # the LM's software, deployment, sources, breakdown parts; `llm` itself is not set yet while pickle
+        # rebuilds the object (it looks up __setstate__ first), so its absence is an AttributeError, not a loop
+        if "llm" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.llm, name)
 
     def step_time(self, b: BatchShape) -> float:
         return self.llm.step_time(b) + b.prefill_tokens * self.seconds_per_prompt_token

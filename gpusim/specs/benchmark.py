@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpusim.errors import InputError
 from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.diffusion import Generation
 
@@ -114,6 +115,15 @@ class BenchmarkSpec(_Spec):
     def limits(self, scenario: str) -> LatencyLimits | None:
         """Latency limits of `scenario` (None for Offline, SingleStream and non-MLPerf scenarios)."""
         return {"server": self.server, "interactive": self.interactive}.get(scenario)
+
+    def require_limits(self, scenario: str, source: str) -> LatencyLimits:
+        """`limits(scenario)`; an InputError naming the scenarios this benchmark judges where it has none."""
+        found = self.limits(scenario)
+        if found is None:
+            judged = [s for s in ("server", "interactive") if self.limits(s) is not None]
+            raise InputError(source, "scenario", f"{self.id} has no {scenario} latency limits; valid: offline, "
+                             f"singlestream, concurrency or trace{''.join(', ' + s for s in judged)}")
+        return found
 
 
 def benchmark_names() -> list[str]:

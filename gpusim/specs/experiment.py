@@ -19,6 +19,13 @@ Timing = Literal["roofline", "table"]
 kernel tables (gpusim.perf.table_step)."""
 
 
+MAX_ARRIVALS = 20_000_000
+"""Requests one Server-like run may issue: the engine holds every request's record (about 400 bytes each, 8 GB
+at this count on the 24 GB machines gpusim is sized for)."""
+DEFAULT_ARRIVALS_S = 600.0
+"""Seconds of arrivals a Server-like run without `duration_s` is taken to ask for here: MLPerf's minimum."""
+
+
 class RunSpec(BaseModel):
     """One simulation: hardware, benchmark (model and dataset), scenario and its load, deployment."""
 
@@ -69,6 +76,11 @@ class RunSpec(BaseModel):
         for name in needs.get(self.scenario, []):
             if getattr(self, name) is None:
                 raise ValueError(f"scenario {self.scenario!r} needs {name}")
+        arrivals = self.samples or (self.qps * (self.duration_s or DEFAULT_ARRIVALS_S)
+                                    if isinstance(self.qps, float | int) else 0)
+        if arrivals > MAX_ARRIVALS:
+            raise ValueError(f"qps: qps × duration_s asks for {arrivals:,.0f} arrivals, more than the {MAX_ARRIVALS:,} "
+                             "a run may issue (memory grows with them); lower qps or duration_s, or set samples")
         return self
 
 

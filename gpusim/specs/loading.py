@@ -34,7 +34,8 @@ def read_yaml(path: Path) -> dict:
 
 
 def validate(model: type[M], data: dict, source: str) -> M:
-    """Validate `data` as `model`; the first error names its field and what was expected."""
+    """Validate `data` as `model`; the first error names its field and what was expected (a check across fields
+    names its field by starting its message with `FIELD: `)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -43,6 +44,9 @@ def validate(model: type[M], data: dict, source: str) -> M:
         loc = [str(p) for p in err["loc"] if "[" not in str(p)]  # not pydantic's union-member tags
         field = ".".join(loc) or "-"
         message = _unknown_field(model, loc) if err["type"] == "extra_forbidden" else err["msg"]
+        head, named, rest = message.removeprefix("Value error, ").partition(": ")
+        if not loc and named and head in model.model_fields:
+            field, message = head, rest
         raise InputError(source, field, message) from None
 
 
