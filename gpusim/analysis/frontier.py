@@ -68,8 +68,9 @@ TOKENS = EngFormatter(sep="")
 
 def draw_fronts(points: pd.DataFrame, title: str, groups: Sequence[str] = ("hardware",)) -> Figure:
     """Tokens/s/GPU against tokens/s/user: filled where a point meets its limits, hollow where not, the front of
-    each group joined and each of its deployments named at its highest point on it. `points` has the columns of `gpusim frontier --json`'s
-    points (`tokens_per_s_per_user`, `tokens_per_s_per_gpu`, `meets_limits`, `on_front`, `deployment`)."""
+    each group joined and each of its deployments named at its highest point on it. `points` has the columns of
+    `gpusim frontier --json`'s points (`tokens_per_s_per_user`, `tokens_per_s_per_gpu`, `meets_limits`, `on_front`,
+    `deployment`)."""
     fig = Figure(figsize=(10, 7), layout="constrained")
     ax = fig.subplots()
     keys = [g for g in groups if g in points.columns]
