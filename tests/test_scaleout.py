@@ -54,3 +54,37 @@ def test_attention_tp_must_divide_the_heads_but_attention_dp_need_not():
     r = gpusim.run("gb300-nvl72", "deepseek-r1", "offline", samples=20,
                    deployment=Deployment(tp=48, ep=48, attention_dp=True, weights="fp4", activations="fp4"))
     assert r.summary["num_gpus"] == 48
+
+
+def test_pools_listed_one_after_the_other_still_fill_four_racks():
+    """Four racks of a disaggregated deployment: four 4-GPU prefill instances, then four 68-GPU decode instances.
+    In order the prefill instances take rack 0 and the decode instances find no rack with room for the fourth;
+    largest first, each rack holds one decode and one prefill instance."""
+    from gpusim.errors import InputError
+    from gpusim.sim.topology import Topology
+
+    racks = Topology(systems=4, gpus_per_system=72, domain_gpus=72)
+    sizes = [4] * 4 + [68] * 4
+    with pytest.raises(InputError):
+        racks._in_order(sizes)
+    placed = racks.place(sizes)
+    expected = [(s, 4) for s in range(4)] + [(s, 68) for s in range(4)]
+    assert sorted((p.system, p.gpus) for p in placed) == sorted(expected)
+    taken = [set(range(p.first_gpu, p.first_gpu + p.gpus)) for p in placed]
+    assert sum(map(len, taken)) == len(set().union(*taken)) == 288  # no GPU twice
+    assert racks.place([4, 68]) == racks._in_order([4, 68])  # what fits in order stays where it was
+    with pytest.raises(InputError, match="more than the 288 GPUs"):
+        racks.place([68] * 5)
+    wide = Topology(systems=4, gpus_per_system=8, domain_gpus=8)._largest_first([16, 8, 4, 4])
+    assert wide[0].first_gpu == 0 and wide[0].gpus == 16  # two whole systems in a row
+
+
+def test_a_disaggregated_deployment_runs_on_four_racks():
+    from gpusim.build import prepare
+    from gpusim.search import candidate_deployments, trial
+
+    base = prepare("gb300-nvl72", "deepseek-r1", 4, scenario="server")
+    dep = next(d for d in candidate_deployments(base.hardware, base.model, base.bench, "server")
+               if d.mode == "disaggregated")
+    s = trial(base.with_deployment(dep, dep.name), "server", 100.0, 20.0).result.summary
+    assert s["num_gpus"] == 288 and s["completed_requests"] > 0 and s["kv_transfer_p50_s"] > 0

@@ -53,18 +53,54 @@ class Topology:
         return self.systems * self.gpus_per_system
 
     def place(self, gpus_per_instance: list[int]) -> list[Placement]:
-        """Lay instances out in order; one that fits in a system never straddles two."""
+        """Lay instances out in order; one that fits in a system never straddles two. Where that runs out of GPUs
+        (pools listed one after the other: four racks' prefill instances first leave no rack room for a 68-GPU
+        decode instance), the largest instances are placed first, each in the first system with room for it."""
+        try:
+            return self._in_order(gpus_per_instance)
+        except InputError:
+            return self._largest_first(gpus_per_instance)
+
+    def _in_order(self, sizes: list[int]) -> list[Placement]:
         out, gpu = [], 0
-        for g in gpus_per_instance:
+        for g in sizes:
             start_system = gpu // self.gpus_per_system
             if g <= self.gpus_per_system and (gpu + g - 1) // self.gpus_per_system != start_system:
                 gpu = (start_system + 1) * self.gpus_per_system
             if gpu + g > self.total_gpus:
-                raise InputError("deployment", "instances", f"{len(gpus_per_instance)} instances need more than "
-                                 f"the {self.total_gpus} GPUs of the cluster (placed whole within systems)")
-            out.append(Placement(gpu, g, gpu // self.gpus_per_system, gpu // self.domain_gpus))
+                raise self._no_room(sizes)
+            out.append(self._at(gpu, g))
             gpu += g
         return out
+
+    def _largest_first(self, sizes: list[int]) -> list[Placement]:
+        """First fit, largest first: an instance larger than a system takes whole free systems in a row."""
+        free = [self.gpus_per_system] * self.systems
+        out: dict[int, Placement] = {}
+        for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+            g = sizes[i]
+            span = -(-g // self.gpus_per_system)
+            if g > self.gpus_per_system:
+                first = next((s for s in range(self.systems - span + 1)
+                              if all(f == self.gpus_per_system for f in free[s:s + span])), None)
+                if first is None:
+                    raise self._no_room(sizes)
+                free[first:first + span] = [0] * span
+                out[i] = self._at(first * self.gpus_per_system, g)
+                continue
+            system = next((s for s in range(self.systems) if free[s] >= g), None)
+            if system is None:
+                raise self._no_room(sizes)
+            out[i] = self._at((system + 1) * self.gpus_per_system - free[system], g)
+            free[system] -= g
+        return [out[i] for i in range(len(sizes))]
+
+    def _at(self, first_gpu: int, gpus: int) -> Placement:
+        return Placement(first_gpu, gpus, first_gpu // self.gpus_per_system, first_gpu // self.domain_gpus)
+
+    def _no_room(self, sizes: list[int]) -> InputError:
+        return InputError("deployment", "instances", f"{len(sizes)} instances need more than the "
+                          f"{self.total_gpus} GPUs of the cluster (placed whole within systems)")
 
     def path(self, src: Placement, dst: Placement) -> tuple[tuple[Link, ...], float]:
         """Links (egress, [spine], ingress) and latency of a transfer from `src` to `dst`."""
