@@ -125,6 +125,21 @@ def scatter(table: pd.DataFrame, kind: str, column: str, path: Path) -> None:
     plt.close(fig)
 
 
+_PAIRED_SECTIONS = (
+    ("generations", "Generation ratios on matched setups",
+     "Setups the sample measured on both GPUs of a pair (every column equal but the system, the engine's version and "
+     "the concurrency too): the newer GPU's speed-up, older / newer, measured and predicted (medians over the "
+     "setups), and their agreement, predicted / measured speed-up (median; below 1 the model puts the generations "
+     "closer than the silicon does).", generation_table),
+    ("fronts", "Throughput–interactivity fronts",
+     "Setups measured at several concurrencies (`gpusim/validate/fronts.py`): each measured point's tokens/s/GPU, "
+     "c × OSL / (TTFT + (OSL − 1) × TPOT) / GPUs, against the predicted front at the same tokens/s/user (1 / TPOT); "
+     "distance = predicted / measured − 1 (+: gpusim's front is higher). 'compared' counts the points inside the "
+     "predicted front's range.", front_table),
+)
+"""Report sections that set measured beside predicted on matched setups: summary key, heading, text, table."""
+
+
 def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, command: str) -> Path:
     """Write `out/README.md` and one scatter PNG per partition kind; returns the markdown path."""
     from gpusim.validate.silicon import PARTITIONS
@@ -140,20 +155,9 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
              "relative error (+: gpusim predicts slower).", ""]
     if summary.get("wall_s") is not None:
         lines += [f"Wall time: {summary['wall_s']:.0f} s.", ""]
-    if summary.get("generations"):
-        lines += ["## Generation ratios on matched setups", "",
-                  "Setups the sample measured on both GPUs of a pair (every column equal but the system, the "
-                  "engine's version and the concurrency too): the newer GPU's speed-up, older / newer, measured and "
-                  "predicted (medians over the setups), and their agreement, predicted / measured speed-up "
-                  "(median; below 1 the model puts the generations closer than the silicon does).", "",
-                  generation_table(summary["generations"]), ""]
-    if summary.get("fronts"):
-        lines += ["## Throughput–interactivity fronts", "",
-                  "Setups measured at several concurrencies (`gpusim/validate/fronts.py`): each measured point's "
-                  "tokens/s/GPU, c × OSL / (TTFT + (OSL − 1) × TPOT) / GPUs, against the predicted front at the same "
-                  "tokens/s/user (1 / TPOT); distance = predicted / measured − 1 (+: gpusim's front is higher). "
-                  "'compared' counts the points inside the predicted front's range.", "",
-                  front_table(summary["fronts"]), ""]
+    for key, title, text, rows_of in _PAIRED_SECTIONS:
+        if summary.get(key):
+            lines += [f"## {title}", "", text, "", rows_of(summary[key]), ""]
     lines += ["## Rows not predicted", "", "| reason | rows |", "|---|---|"]
     lines += [f"| {reason} | {n} |" for reason, n in summary.get("not_predicted", {}).items()] or ["| - | 0 |"]
     lines += ["", "## Worst partitions (exact configuration, at least 5 predicted rows)", ""]
