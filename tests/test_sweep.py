@@ -128,3 +128,11 @@ def test_dask_cluster_gives_the_same_results(tmp_path):
         report = sweep.run_sweep(path, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False)
     assert (report.ran, report.failed) == (4, 0)
     pd.testing.assert_frame_equal(table(tmp_path / "dask"), table(tmp_path / "local"))
+
+
+def test_the_fleet_example_scales_its_load_with_the_racks():
+    """experiments/fleet-gb300-deepseek-r1.yaml (the Dask recipe's sweep in docs/sweeps.md): 4, 8 and 16 racks at
+    2 QPS per GPU."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / "fleet-gb300-deepseek-r1.yaml"
+    points = sweep.load_sweep(path).points()
+    assert [(p.spec.systems, p.spec.qps) for p in points] == [(4, 576.0), (8, 1152.0), (16, 2304.0)]
