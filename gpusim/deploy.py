@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpusim.defaults import searched_default
+from gpusim.defaults import defaults_system, searched_default
 from gpusim.errors import InputError, unknown_name
 from gpusim.items import AnyModel, is_item, item_deployment, load_workload_model
 from gpusim.perf.memory import plan_memory
@@ -20,7 +20,7 @@ from gpusim.specs.deployment import (
     deployment_type,
 )
 from gpusim.specs.experiment import RunSpec
-from gpusim.specs.hardware import Hardware, load_hardware
+from gpusim.specs.hardware import Hardware, load_hardware, same_as_shipped
 from gpusim.specs.loading import read_yaml, validate
 from gpusim.specs.model import ModelSpec
 from gpusim.specs.software import software_names
@@ -104,9 +104,32 @@ served like Server."""
 def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
                        software: str = "trtllm") -> AnyDeployment:
     """What a submitter would run: the shipped searched deployment for `scenario` (`gpusim.defaults`), else
-    `rule_deployment`."""
-    searched = searched_default(hw, model.id, SEARCHED_AS.get(scenario or "offline", scenario or ""), software)
-    return searched if searched is not None else rule_deployment(hw, model)
+    `rule_deployment` (`default_with_origin` says which and why)."""
+    return default_with_origin(hw, model, scenario, software)[0]
+
+
+def default_with_origin(hw: Hardware, model: ModelSpec, scenario: str | None = None,
+                        software: str = "trtllm") -> tuple[AnyDeployment, str]:
+    """`default_deployment` and where it comes from, in words: the searched default of the system (or of the
+    system `hw` is based on), or the rule deployment and why no searched one serves."""
+    as_scenario = SEARCHED_AS.get(scenario or "offline", scenario or "")
+    searched = searched_default(hw, model.id, as_scenario, software)
+    system = defaults_system(hw)
+    if searched is not None and system == same_as_shipped(hw):
+        return searched, f"searched default ({system}, {model.id}, {as_scenario})"
+    if searched is not None:
+        try:
+            check_deployment(hw, model, searched, f"{system}'s default")
+            for _, role in roles(searched):
+                plan_memory(hw, model, role)
+            return searched, f"searched default of its base {system} ({model.id}, {as_scenario})"
+        except InputError as exc:
+            why = f"its base {system}'s searched default does not fit ({exc.field}: {exc.message})"
+    elif system is None:
+        why = f"{hw.id} is not a shipped system and names no `base:`"
+    else:
+        why = f"{system} has no searched default for {model.id} in {as_scenario} with {software}"
+    return rule_deployment(hw, model), f"fallback: rule deployment, since {why}"
 
 
 def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None) -> AnyDeployment:
@@ -117,6 +140,20 @@ def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: s
     if bench.agentic is not None and bench.agentic.prefix_cache:
         default = default.model_copy(update={"prefix_cache": True})
     return default
+
+
+def deployment_origin(spec: RunSpec, hw: Hardware, model: AnyModel) -> str:
+    """Where a run's deployment comes from, in words (a run's `deployment_origin`)."""
+    given = spec.deployment
+    if given == "best":
+        return "searched now for this question (deployment: best)"
+    if isinstance(given, str) and given != "default":
+        return f"file {given}, completed from the default"
+    if given not in (None, "default"):
+        return "given"
+    if is_item(model):
+        return "rule deployment of an item model (gpusim.items)"
+    return default_with_origin(hw, model, spec.scenario)[1]
 
 
 def spec_default(spec: RunSpec) -> AnyDeployment:

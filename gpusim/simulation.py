@@ -14,6 +14,7 @@ from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.steady import started_share, steady_summary
 from gpusim.build import Setup
+from gpusim.deploy import deployment_origin
 from gpusim.loadgen import rules, scenarios
 from gpusim.loadgen.agentic import agentic_workload
 from gpusim.loadgen.metrics import SERVER_LIKE, summarize
@@ -130,6 +131,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "scenario": spec.scenario,
         "target_qps": spec.qps,
         "deployment": dep.model_dump(),
+        "deployment_origin": deployment_origin(spec, hw, setup.model),
         "instances": stats.instances,
         "pools": [{"role": p.role, "instances": p.count, "gpus_per_instance": p.deployment.gpus_per_instance,
                    "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],

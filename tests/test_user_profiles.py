@@ -128,3 +128,47 @@ def test_an_error_in_a_user_file_names_the_file_the_field_and_what_is_valid(tmp_
 def test_a_missing_profile_file_is_one_line(capsys):
     assert main(["run", "--hardware", "no/such/rack.yaml"]) == 2
     assert "hardware: file 'no/such/rack.yaml' not found" in capsys.readouterr().err
+
+
+def _faster_hbm_rack(tmp_path: Path, **system: object) -> Path:
+    """GB300 NVL72 with 12 TB/s HBM instead of 8 (a GPU file beside the rack), the rack's other fields as `system`."""
+    gpu = yaml.safe_load((PROFILES / "gpus" / "gb300.yaml").read_text())
+    gpu["id"] = "gb300-12tb"
+    gpu["hbm_bandwidth_tbps"] = {**gpu["hbm_bandwidth_tbps"], "value": 12.0, "source": "what-if", "grade": "D"}
+    (tmp_path / "gpu12.yaml").write_text(yaml.safe_dump(gpu, sort_keys=False))
+    return renamed(PROFILES / "systems" / "gb300-nvl72.yaml", tmp_path / "rack.yaml", "my-rack", gpu="gpu12.yaml",
+                   **system)
+
+
+def test_a_derived_rack_keeps_its_bases_deployment_and_says_so(tmp_path):
+    from gpusim.build import prepare
+
+    shipped = prepare("gb300-nvl72", "deepseek-r1", scenario="server").deployment
+    derived = _faster_hbm_rack(tmp_path, base="gb300-nvl72")
+    assert prepare(str(derived), "deepseek-r1", scenario="server").deployment == shipped
+    summary = gpusim.run(str(derived), "deepseek-r1", **SMALL).summary
+    assert summary["deployment"]["name"] == shipped.name
+    assert summary["deployment_origin"].startswith("searched default of its base gb300-nvl72")
+    # without `base:` the same file falls back to the rule deployment, and says why
+    alone = _faster_hbm_rack(tmp_path)
+    assert prepare(str(alone), "deepseek-r1", scenario="server").deployment.name == "default-tp4"
+    assert "names no `base:`" in gpusim.run(str(alone), "deepseek-r1", **SMALL).summary["deployment_origin"]
+
+
+def test_a_fallback_deployment_is_printed_with_its_reason(tmp_path, capsys):
+    rack = _faster_hbm_rack(tmp_path)
+    assert main(["run", "--hardware", str(rack), "--benchmark", "llama2-70b", "--scenario", "server", "--qps", "5",
+                 "--duration", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "(fallback: rule deployment, since my-rack is not a shipped system and names no `base:`)" in out
+    assert main(["run", "--hardware", "gb300-nvl72", "--benchmark", "llama2-70b", "--scenario", "server", "--qps", "5",
+                 "--duration", "20"]) == 0
+    assert "fallback" not in capsys.readouterr().out  # a shipped default goes without saying
+
+
+def test_an_unknown_base_is_bad_input(tmp_path, capsys):
+    rack = _faster_hbm_rack(tmp_path, base="gb999-nvl72")
+    assert main(["run", "--hardware", str(rack), "--benchmark", "llama2-70b", "--scenario", "offline",
+                 "--samples", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "base" in err and "'gb999-nvl72' is not a shipped system; valid:" in err and "gb300-nvl72" in err

@@ -109,6 +109,11 @@ def write_outputs(out: Path, result) -> None:
         tmp.replace(out / name)
 
 
+def _worth_saying(origin: str | None) -> bool:
+    """Whether the deployment line says where the deployment came from: a fallback, or a base system's default."""
+    return bool(origin) and (origin.startswith("fallback") or "of its base" in origin)
+
+
 def _format_summary(s: dict) -> str:
     dep = s["deployment"]
     par, limits = layout_text(dep), batch_limits(dep)
@@ -119,6 +124,7 @@ def _format_summary(s: dict) -> str:
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
         f"KV {dep['kv_cache']}, batch ≤ {limits['max_batch_size']}, ≤ {limits['max_num_tokens']:,} tokens per step, "
         f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
+        *([f"            ({s['deployment_origin']})"] if _worth_saying(s.get("deployment_origin")) else []),
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "

@@ -91,9 +91,20 @@ class SystemSpec(_Spec):
     power_kw: Sourced
     """Power of the whole system at full load (rack or node), kW."""
     form_factor: Literal["hgx", "rack", "edge"]
+    base: str | None = None
+    """The shipped system this one is derived from (a what-if on its numbers): it runs that system's searched
+    default deployments (`gpusim.defaults`) unless a deployment is given or searched."""
     source: str | None = None
 
     _positive = field_validator("power_kw")(positive)
+
+    @field_validator("base")
+    @classmethod
+    def _shipped_base(cls, base: str | None) -> str | None:
+        shipped = shipped_systems()
+        if base is not None and base not in shipped:
+            raise ValueError(f"{base!r} is not a shipped system; valid: {', '.join(shipped)}")
+        return base
 
 
 class Hardware(_Spec):
@@ -236,14 +247,19 @@ def _values(doc: object) -> object:
 def hardware_key(hw: Hardware) -> object:
     """What the model sees of a system, one system of it: equal for a renamed copy of a profile (another id,
     name, or sources) and different as soon as a number, a GPU or a fabric differs."""
-    naming = {"id", "name", "gpu", "nvlink", "scaleout", "variant_of", "scaleout_nic"}
+    naming = {"id", "name", "gpu", "nvlink", "scaleout", "variant_of", "scaleout_nic", "base"}
     return _values([part.model_dump(exclude=naming) for part in (hw.system, hw.gpu, hw.nvlink, hw.scaleout)])
+
+
+def shipped_systems() -> list[str]:
+    """The names of the systems gpusim ships."""
+    return [p.stem for p in sorted(shipped_dir("systems").glob("*.yaml"))]
 
 
 def same_as_shipped(hw: Hardware) -> str | None:
     """The shipped system whose hardware `hw` is (its own id when it is one), or None: what a system's searched
     defaults (`gpusim.defaults`) are keyed by, so a renamed copy of a shipped profile runs as the original."""
-    shipped = [p.stem for p in sorted(shipped_dir("systems").glob("*.yaml"))]
+    shipped = shipped_systems()
     if hw.id in shipped:
         return hw.id
     key = hardware_key(hw)

@@ -44,7 +44,8 @@ def validate(model: type[M], data: dict, source: str) -> M:
         loc = [str(p) for p in err["loc"] if "[" not in str(p)]  # not pydantic's union-member tags
         field = ".".join(loc) or "-"
         message = _unknown_field(model, loc) if err["type"] == "extra_forbidden" else err["msg"]
-        head, named, rest = message.removeprefix("Value error, ").partition(": ")
+        message = message.removeprefix("Value error, ")  # pydantic's prefix for a validator's own message
+        head, named, rest = message.partition(": ")
         if not loc and named and head in model.model_fields:
             field, message = head, rest
         raise InputError(source, field, message) from None
