@@ -141,6 +141,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         **conformance(records, setup, spec.scenario, len(workload)),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
+        "preemptions_per_request": float(records["preemptions"].sum() / max(len(records), 1)),
         "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
         "prefix_hit_rate": stats.prefix_hit_rate,
         "seed": spec.seed,

@@ -154,3 +154,18 @@ def test_the_printed_deployment_shows_the_batch_and_token_limits(capsys):
     _, out, _ = run_cli(capsys, "run", *SMALL)
     line = next(row for row in out.splitlines() if row.startswith("deployment"))
     assert f"batch ≤ {dep['max_batch_size']}," in line and f"≤ {dep['max_num_tokens']:,} tokens per step" in line
+
+
+def test_a_deployment_that_recomputes_its_requests_says_so(tmp_path, capsys):
+    """One GB200 TP8/EP8 instance with room for 1,024 sequences but KV for about 830 DeepSeek-R1 requests at their
+    mean lengths: with every request queued, outputs outgrow the cache and the newest sequences are recomputed."""
+    dep = tmp_path / "one.yaml"
+    dep.write_text("tp: 8\nep: 8\nmax_batch_size: 1024\nmax_num_tokens: 8192\ninstances: 1\nweights: fp4\n"
+                   "activations: fp4\nname: tp8-b1024-one\n")
+    args = ["run", "--hardware", "gb200-nvl72", "--benchmark", "deepseek-r1", "--scenario", "offline",
+            "--deployment", str(dep), "--samples", "4000"]
+    assert main([*args, "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["preemptions_per_request"] == s["preemptions"] / s["completed_requests"] > 0.1
+    assert main(args) == 0
+    assert f"preemption  {s['preemptions']:,} recomputes for 4,000 requests" in capsys.readouterr().out

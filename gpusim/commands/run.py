@@ -109,6 +109,10 @@ def write_outputs(out: Path, result) -> None:
         tmp.replace(out / name)
 
 
+THRASH_SHARE = 0.1
+"""Preemptions per request above which a run's text output says the deployment recomputes its requests."""
+
+
 def _worth_saying(origin: str | None) -> bool:
     """Whether the deployment line says where the deployment came from: a fallback, or a base system's default."""
     return bool(origin) and (origin.startswith("fallback") or "of its base" in origin)
@@ -144,6 +148,10 @@ def _format_summary(s: dict) -> str:
         if s.get("steady_turned_over") is False:
             lines.append("            the run ended before its batch turned over (the p90 request outlives half of "
                          "it): the window is not yet stationary; run longer")
+    if s.get("preemptions_per_request", 0) > THRASH_SHARE:
+        lines.append(f"preemption  {s['preemptions']:,} recomputes for {s['issued_requests']:,} requests "
+                     f"({s['preemptions_per_request']:.2f} each): the batch cap admits more sequences than the KV "
+                     "cache holds once their outputs grow")
     if s["valid"] is not None:
         lines.append(f"verdict     {'VALID' if s['valid'] else 'INVALID: ' + str(s['invalid_reason'])}")
     if s.get("conformant") is False:
