@@ -8,6 +8,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from gpusim.errors import InputError
@@ -57,14 +58,18 @@ def _cmd_frontier(args: argparse.Namespace) -> int:
     log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     bases = [with_lengths(prepare(h.strip(), args.benchmark, scenario=args.scenario), args.isl, args.osl)
              for h in args.hardware.split(",") if h.strip()]
+    started = time.perf_counter()
     frame = points_frame(frontier(bases, args.scenario, limits, args.deployments, args.seed, args.workers, log))
-    doc = {"benchmark": bench.id, "scenario": args.scenario, "isl": args.isl, "osl": args.osl,
+    wall = time.perf_counter() - started
+    doc = {"benchmark": bench.id, "scenario": args.scenario, "isl": args.isl, "osl": args.osl, "wall_s": wall,
+           "workers": args.workers,
            "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
            "points": json.loads(frame.to_json(orient="records"))}
     if args.out is not None:
         command = _command(args)
         _write(args.out, doc, frame, draw_fronts(frame, f"{bench.id}: throughput vs interactivity "
-                                                 f"({limits.text()})"), _markdown(frame, limits.text(), command))
+                                                 f"({limits.text()})"),
+               _markdown(frame, limits.text(), command, wall, args.workers))
     print(json.dumps(doc) if args.json else _table(frame, limits.text()))
     return 0
 
@@ -79,9 +84,11 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join([*parts, f"--out {args.out}"])
 
 
-def _markdown(frame, limits: str, command: str) -> str:
+def _markdown(frame, limits: str, command: str, wall: float, workers: int) -> str:
     """README.md of an --out folder: the command, the figure and the points, front first."""
     lines = ["# Throughput–interactivity frontier", "", f"Regenerate: `{command}`", "",
+             f"{len(frame)} points in {wall:,.0f} s wall with {workers} worker processes (points already in the cache cost "
+             "nothing).", "",
              f"Limits: {limits}. Tokens/s/GPU is each run's steady rate (after its batch turned over, before the "
              "drain); tokens/s/user is 1 / median TPOT; Offline is the same deployment's steady Offline rate. Only "
              "points that are steady and meet the limits may stand on the front (docs/frontier.md).", "",
