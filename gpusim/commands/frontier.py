@@ -87,8 +87,8 @@ def _command(args: argparse.Namespace) -> str:
 def _markdown(frame, limits: str, command: str, wall: float, workers: int) -> str:
     """README.md of an --out folder: the command, the figure and the points, front first."""
     lines = ["# Throughput–interactivity frontier", "", f"Regenerate: `{command}`", "",
-             f"{len(frame)} points in {wall:,.0f} s wall with {workers} worker processes (points already in the cache cost "
-             "nothing).", "",
+             f"{len(frame)} points in {wall:,.0f} s wall with {workers} worker processes (points already in the cache "
+             "cost nothing).", "",
              f"Limits: {limits}. Tokens/s/GPU is each run's steady rate (after its batch turned over, before the "
              "drain); tokens/s/user is 1 / median TPOT; Offline is the same deployment's steady Offline rate. Only "
              "points that are steady and meet the limits may stand on the front (docs/frontier.md).", "",
