@@ -47,15 +47,21 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def search_key(base: Setup, scenario: str, duration_s: float, seed: int, gpus: int | None) -> str:
-    """The hash of everything that decides a search's result."""
+def setup_key(setup: Setup, **question: object) -> str:
+    """The hash of everything that decides a result about `setup`: its profiles, deployment, software and timing,
+    gpusim's code, and the `question` asked of it (scenario, run length, seed, ...)."""
     parts = {
-        "hardware": base.hardware.model_dump(mode="json"), "model": base.model.model_dump(mode="json"),
-        "benchmark": base.bench.model_dump(mode="json"), "scenario": scenario, "duration_s": duration_s,
-        "seed": seed, "gpus": gpus, "timing": base.timing, "start": base.deployment.model_dump(mode="json"),
-        "software": load_software(base.deployment.software).model_dump(mode="json"), "code": code_version(),
+        "hardware": setup.hardware.model_dump(mode="json"), "model": setup.model.model_dump(mode="json"),
+        "benchmark": setup.bench.model_dump(mode="json"), "deployment": setup.deployment.model_dump(mode="json"),
+        "software": load_software(setup.deployment.software).model_dump(mode="json"), "timing": setup.timing,
+        "code": code_version(), **question,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def search_key(base: Setup, scenario: str, duration_s: float, seed: int, gpus: int | None) -> str:
+    """The hash of everything that decides a search's result (its starting deployment among it)."""
+    return setup_key(base, scenario=scenario, duration_s=duration_s, seed=seed, gpus=gpus)
 
 
 @dataclass
@@ -140,4 +146,5 @@ def write_atomic(path: Path, text: str) -> None:
     Path(tmp).replace(path)
 
 
-__all__ = ["Found", "cache_dir", "code_version", "find_best", "from_search", "search_key", "write_atomic"]
+__all__ = ["Found", "cache_dir", "code_version", "find_best", "from_search", "search_key", "setup_key",
+           "write_atomic"]

@@ -7,8 +7,8 @@
    are kept, and the best disaggregated one beside them where the hardware runs one.
 2. **Simulate**: each kept deployment is served Poisson arrivals at `RATE_SHARES` of its analytic capacity,
    each run long enough for its batch to turn over (`steady_run`); its steady rate (after the warm-up, before
-   the drain) is the point's tokens/s/GPU, 1 / median TPOT its tokens/s/user. The same deployment's Offline
-   rate (LoadGen's, over a submission-length run on one instance of it) is reported beside every point.
+   the drain) is the point's tokens/s/GPU, 1 / median TPOT its tokens/s/user. The same deployment's steady
+   Offline rate (a submission-length run on one instance of it, `offline_rate`) is reported beside every point.
 3. **Front**: only points that are steady and meet the limits (`analysis.frontier.meets_limits`) may stand on
    it; each hardware has its own.
 
@@ -17,7 +17,6 @@ Every simulated point is cached on disk by everything that decides it (`gpusim.b
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -27,16 +26,15 @@ import numpy as np
 import pandas as pd
 
 from gpusim.analysis.frontier import Limits, is_steady, meets_limits, on_front, pareto_front
-from gpusim.best import cache_dir, code_version, write_atomic
+from gpusim.best import cache_dir, setup_key, write_atomic
 from gpusim.build import Setup, make_setup
 from gpusim.errors import InputError
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_map
-from gpusim.search import TPOT_MARGIN, _layout, candidate_deployments, decode_curve, trial
+from gpusim.search import TPOT_MARGIN, candidate_deployments, decode_curve, layout_key, trial
 from gpusim.specs.benchmark import LengthDistribution
 from gpusim.specs.deployment import Deployment
-from gpusim.specs.software import load_software
 
 Log = Callable[[str], None]
 RATE_SHARES = (0.08, 0.25, 0.5, 0.75, 0.92)
@@ -96,9 +94,9 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
         s = base.with_deployment(dep, dep.name)
         pts = analytic_points(s, limits, seed)
         cap = float(pts["qps"].max()) if len(pts) else 0.0
-        if cap > 0 and (_layout(dep) not in best or cap > best[_layout(dep)][0]):
-            best[_layout(dep)] = (cap, s)
-            curves.append(pts.assign(layout=list(best).index(_layout(dep))))  # the layout's insertion order
+        if cap > 0 and (layout_key(dep) not in best or cap > best[layout_key(dep)][0]):
+            best[layout_key(dep)] = (cap, s)
+            curves.append(pts.assign(layout=list(best).index(layout_key(dep))))  # the layout's insertion order
     if not best:
         raise InputError("command line", "hardware", f"no deployment of {base.model.id} on {base.hardware.id} fits "
                          f"and meets {limits.text()}")
@@ -111,9 +109,9 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
     chosen: dict[tuple, Setup] = {}
     for s in [base, *([disagg] if disagg else []), *(best[lay][1] for lay in order)]:  # the two always, then the best
         if len(chosen) < keep or s is base:
-            chosen.setdefault(_layout(s.deployment), s)
-    chosen_list = sorted(chosen.values(), key=lambda s: order.index(_layout(s.deployment))
-                         if _layout(s.deployment) in index else len(order))
+            chosen.setdefault(layout_key(s.deployment), s)
+    chosen_list = sorted(chosen.values(), key=lambda s: order.index(layout_key(s.deployment))
+                         if layout_key(s.deployment) in index else len(order))
     log(f"screen: {len(best)} layouts of {base.model.id} on {base.hardware.id}; simulating "
         + ", ".join(s.deployment.name for s in chosen_list))
     return chosen_list
@@ -132,7 +130,7 @@ class PointJob:
 def steady_run(job: PointJob) -> dict:
     """The steady figures of `job`'s deployment at its rate: run for `job.duration_s` of arrivals, and longer
     (up to `MAX_RUN_S`) while the batch has not turned over in the run and the engine keeps up."""
-    key = _cache_key(job)
+    key = setup_key(job.setup, scenario=job.scenario, qps=job.qps, duration_s=job.duration_s, seed=job.seed)
     path = cache_dir() / "frontier" / f"{key}.json"
     if path.exists():
         return json.loads(path.read_text())
@@ -171,16 +169,6 @@ def _first_duration(setup: Setup, qps: float, seed: int) -> float:
     tpot = float(np.interp(qps, qs, tpots)) if qs[-1] > qs[0] else float(tpots[-1])
     osl90 = float(np.quantile(dataset_lengths(setup.bench, seed)[1], 0.9))
     return float(np.clip(TURNOVER * osl90 * tpot, MIN_RUN_S, MAX_RUN_S))
-
-
-def _cache_key(job: PointJob) -> str:
-    s = job.setup
-    parts = {"hardware": s.hardware.model_dump(mode="json"), "model": s.model.model_dump(mode="json"),
-             "benchmark": s.bench.model_dump(mode="json"), "deployment": s.deployment.model_dump(mode="json"),
-             "software": load_software(s.deployment.software).model_dump(mode="json"), "timing": s.timing,
-             "scenario": job.scenario, "qps": job.qps, "duration_s": job.duration_s, "seed": job.seed,
-             "code": code_version()}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 def with_lengths(setup: Setup, isl: int | None, osl: int | None) -> Setup:

@@ -491,7 +491,8 @@ def balanced(dep: AnyDeployment) -> AnyDeployment | None:
     return dep.model_copy(update={"adp_balance": offer.config(), "name": dep.name + "-balance"})
 
 
-def _layout(dep: AnyDeployment) -> tuple:
+def layout_key(dep: AnyDeployment) -> tuple:
+    """What tells two deployments' layouts apart (not their batch and token budgets): weights, mode, shape, MTP."""
     shape = (dep.tp, dep.pp, dep.ep, dep.attention_dp) if isinstance(dep, Deployment) else (dep.prefill, dep.decode)
     return dep.weights, dep.mode, shape, dep.mtp
 
@@ -552,8 +553,8 @@ def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
     for r in est:
         if r.estimate_qps < SCREEN_KEEP * est[0].estimate_qps:
             break
-        if _layout(r.setup.deployment) not in seen:
-            seen.add(_layout(r.setup.deployment))
+        if layout_key(r.setup.deployment) not in seen:
+            seen.add(layout_key(r.setup.deployment))
             short.append(r)
         if len(short) == screen:
             break

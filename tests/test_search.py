@@ -12,11 +12,11 @@ from gpusim.search import (
     RANK_BAND,
     SCREEN_KEEP,
     FullRuns,
-    _layout,
     balanced,
     candidate_deployments,
     expected_qps,
     latency_bound_qps,
+    layout_key,
     peak_qps,
     probe_capacity,
     search_deployments,
@@ -168,7 +168,7 @@ def test_disaggregated_and_mtp_candidates_where_the_rules_allow():
     assert all(d.mtp is None for d in server)  # MLPerf allows MTP for DeepSeek-R1 in Interactive only
     with_mtp = [d for d in interactive if d.mtp is not None]
     assert with_mtp and list(with_mtp[0].mtp.acceptance) == model.mtp_acceptance
-    assert len({_layout(d) for d in interactive}) > 1  # layouts (MTP, pools included) are hashable
+    assert len({layout_key(d) for d in interactive}) > 1  # layouts (MTP, pools included) are hashable
     assert any(d.mode == "disaggregated" and d.mtp is not None for d in interactive)
 
 
