@@ -111,3 +111,17 @@ def test_generation_bars_mark_systems_whose_key_numbers_are_derived_or_assumed()
 
     assert key_grade("vr-nvl72") in ("C", "D")  # Rubin's figures are pre-release copies
     assert key_grade("h100-hgx") in ("A", "B")
+
+
+def test_figures_draw_steady_rates_only_where_every_run_turned_over():
+    from gpusim.analysis.plots import plotted_rate
+
+    runs = pd.DataFrame({"output_tokens_per_s": [100.0, 200.0], "steady_output_tokens_per_s": [90.0, 210.0],
+                         "steady_turned_over": [True, True]})
+    rate, unit, steady = plotted_rate(runs)
+    assert steady and unit == "tokens/s" and rate.tolist() == [90.0, 210.0]
+    # a window that opened while one run's batch was still filling: LoadGen's figure for all, so that scaling and
+    # generations figures of the same runs draw the same numbers
+    short = runs.assign(steady_turned_over=[True, False])
+    rate, _, steady = plotted_rate(short)
+    assert not steady and rate.tolist() == [100.0, 200.0]

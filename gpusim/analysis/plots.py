@@ -105,15 +105,26 @@ def throughput(df: pd.DataFrame) -> tuple[pd.Series, str]:
     return df["output_tokens_per_s"], "tokens/s"
 
 
-def scaling(df: pd.DataFrame, _: Path) -> Figure:
-    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems. The rate is
-    each run's steady rate (after the warm-up, before the drain) where the results have it, so the curve shows
-    the system rather than the tail of its longest requests."""
-    df = ok_rows(df)
+def plotted_rate(df: pd.DataFrame) -> tuple[pd.Series, str, bool]:
+    """What a throughput figure draws per run, its unit, and whether that is the steady rate: each run's steady
+    rate (after the warm-up, before the drain) where every run has one whose batch turned over, so a curve shows
+    the system rather than the tail of its longest requests; else the benchmark's own result (`throughput`,
+    LoadGen's), since a window that opened while the batch was still filling overstates the rate (a 600 s
+    DeepSeek-R1 Offline run on GB300 NVL72: 17.4k steady against 8.5k LoadGen's per GPU). The scaling and
+    generations figures of the same runs draw the same numbers."""
     values, unit = throughput(df)
-    steady = (unit == "tokens/s" and "steady_output_tokens_per_s" in df
-              and df["steady_output_tokens_per_s"].notna().all())
-    df = df.assign(output_tokens_per_s=df["steady_output_tokens_per_s"] if steady else values)
+    turned = df["steady_turned_over"].fillna(False).astype(bool).all() if "steady_turned_over" in df else True
+    steady = bool(unit == "tokens/s" and "steady_output_tokens_per_s" in df
+                  and df["steady_output_tokens_per_s"].notna().all() and turned)
+    return (df["steady_output_tokens_per_s"].astype(float) if steady else values), unit, steady
+
+
+def scaling(df: pd.DataFrame, _: Path) -> Figure:
+    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems, of the rate
+    `plotted_rate` picks."""
+    df = ok_rows(df)
+    values, unit, steady = plotted_rate(df)
+    df = df.assign(output_tokens_per_s=values)
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     effs = [1.0]
@@ -153,16 +164,18 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
     axes = fig.subplots(len(benches), 2, squeeze=False)
     width = 0.8 / len(scens)
     for row, bench in zip(axes, benches, strict=True):
+        mine = df[df["benchmark"] == bench]  # failed points too: their bars say n/a
+        rate, unit, steady = plotted_rate(ok_rows(mine))
+        mine = mine.assign(plotted=rate.reindex(mine.index))
         for ax, per_system in zip(row, (False, True), strict=True):
-            unit = throughput(df[df["benchmark"] == bench])[1]
             for j, scen in enumerate(scens):
-                sel = df[(df["benchmark"] == bench) & (df["scenario"] == scen)]
+                sel = mine[mine["scenario"] == scen]
                 _bars(ax, sel, order, per_system, np.arange(len(order)) + (j - (len(scens) - 1) / 2) * width,
                       width, f"C{j}", scen)
             ax.set_xticks(range(len(order)), [_graded(h) for h in order], rotation=20, fontsize=8)
             ax.yaxis.set_major_formatter(TOKENS)
             ax.grid(axis="y", alpha=0.3)
-            what = "output tokens/s" if unit == "tokens/s" else unit
+            what = ("steady output tokens/s" if steady else "output tokens/s") if unit == "tokens/s" else unit
             ax.set_title(f"{bench}: {what} {'per system (rack or 8-GPU node)' if per_system else 'per GPU'}",
                          fontsize=10)
             ax.margins(y=0.15)
@@ -195,8 +208,7 @@ def _graded(hardware: str) -> str:
 def _bars(ax, sel: pd.DataFrame, order: list[str], per_system: bool, xs: np.ndarray, width: float,
           color: str, label: str) -> None:
     ok = ok_rows(sel)
-    rate = throughput(ok)[0]
-    values = rate / (ok["systems"] if per_system else ok["num_gpus"])
+    values = ok["plotted"] / (ok["systems"] if per_system else ok["num_gpus"])
     top = ok.loc[values.groupby(ok["hardware"]).idxmax()] if len(ok) else ok
     best = values.groupby(ok["hardware"]).max()
     names = dict(zip(top["hardware"], top["deployment.name"], strict=True)) if "deployment.name" in top else {}
