@@ -54,11 +54,11 @@ def test_a_rate_that_asks_for_billions_of_arrivals_is_bad_input(capsys):
 
 
 PARENT = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
+    from pathlib import Path
     from gpusim.parallel import parallel_map
     def spin(_):
-        import os
-        print(os.getpid(), flush=True)
+        Path(sys.argv[1], str(os.getpid())).write_text("")  # one file per worker: its pid
         time.sleep(60)
     parallel_map(spin, [0, 1], 2)
 """)
@@ -66,10 +66,15 @@ PARENT = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_pool_workers_exit_when_their_parent_is_killed(tmp_path):
-    script = tmp_path / "parent.py"
+    script, pids = tmp_path / "parent.py", tmp_path / "pids"
     script.write_text(PARENT)
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    workers = [int(parent.stdout.readline()) for _ in range(2)]
+    pids.mkdir()
+    parent = subprocess.Popen([sys.executable, str(script), str(pids)])
+    started = time.monotonic() + 60
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < started:
+        time.sleep(0.1)
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert len(workers) == 2
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
