@@ -77,11 +77,13 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
 
     if spec.scenario not in SERVER_LIKE:
         raise InputError(source, "qps", f"peak is searched for server or interactive, not {spec.scenario}")
-    peak = peak_qps(setup, spec.scenario, spec.duration_s or SUBMISSION_DURATION_S, spec.seed)
+    length = spec.duration_s or SUBMISSION_DURATION_S
+    peak = peak_qps(setup, spec.scenario, length, spec.seed)
     if peak.search.peak <= 0:
         raise InputError(source, "qps", f"no QPS of {setup.deployment.name} passes the {spec.scenario} limits")
     result = peak.trial.result
-    result.summary.update(target_qps=peak.search.peak, peak_qps=peak.search.peak)
+    result.summary.update(target_qps=peak.search.peak, peak_qps=peak.search.peak, peak_search_s=length,
+                          peak_short=length < SUBMISSION_DURATION_S)
     return result
 
 

@@ -105,3 +105,16 @@ def test_the_peak_rate_is_searched_as_long_as_submitters_run_unless_the_run_says
         with pytest.raises(RuntimeError, match="stop here"):
             gpusim.run("h100-hgx", "llama2-70b", "server", qps="peak", duration_s=duration)
     assert asked == [SUBMISSION_DURATION_S, 60.0]
+
+
+def test_a_peak_searched_over_a_short_run_is_never_printed_plainly_valid(capsys):
+    """A 60 s `--qps peak` run finds a rate that passes over 60 s; the full-length search may not pass it, so the
+    verdict says over what it holds and what `gpusim mlperf` reports instead."""
+    from gpusim.cli import main
+
+    assert main(["run", "--hardware", "h100-hgx", "--benchmark", "llama2-70b", "--scenario", "server",
+                 "--qps", "peak", "--duration", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "(its peak valid rate over 60 s of arrivals)" in out
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict"))
+    assert verdict.startswith("verdict     VALID over 60 s only: `gpusim mlperf` searches the peak over 2,400 s")
