@@ -86,35 +86,31 @@ def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame
 
 def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int = 0,
            log: Log = lambda _: None) -> list[Setup]:
-    """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own among them."""
-    best: dict[tuple, tuple[float, Setup]] = {}
-    curves = []
+    """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own and the best disaggregated
+    one among them."""
+    best: dict[tuple, tuple[float, Setup, pd.DataFrame]] = {}  # per layout: its highest-capacity budget variant
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario):
-        dep = dep.model_copy(update={"software": base.deployment.software})
-        s = base.with_deployment(dep, dep.name)
+        s = base.with_deployment(dep.model_copy(update={"software": base.deployment.software}), dep.name)
         pts = analytic_points(s, limits, seed)
         cap = float(pts["qps"].max()) if len(pts) else 0.0
-        if cap > 0 and (layout_key(dep) not in best or cap > best[layout_key(dep)][0]):
-            best[layout_key(dep)] = (cap, s)
-            curves.append(pts.assign(layout=list(best).index(layout_key(dep))))  # the layout's insertion order
+        if cap > best.get(layout_key(dep), (0.0,))[0]:
+            best[layout_key(dep)] = (cap, s, pts)
     if not best:
         raise InputError("command line", "hardware", f"no deployment of {base.model.id} on {base.hardware.id} fits "
                          f"and meets {limits.text()}")
-    every = pd.concat(curves, ignore_index=True)
+    layouts = list(best.values())
+    every = pd.concat([pts.assign(layout=i) for i, (_, _, pts) in enumerate(layouts)], ignore_index=True)
     share = every.iloc[pareto_front(every["tokens_per_s_per_user"].to_numpy(),
                                     every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
-    index = {lay: i for i, lay in enumerate(best)}
-    order = sorted(best, key=lambda lay: (-share.get(index[lay], 0), -best[lay][0]))
-    disagg = next((best[lay][1] for lay in order if not isinstance(best[lay][1].deployment, Deployment)), None)
+    ranked = [layouts[i][1] for i in sorted(range(len(layouts)), key=lambda i: (-share.get(i, 0), -layouts[i][0]))]
+    disagg = next((s for s in ranked if not isinstance(s.deployment, Deployment)), None)
     chosen: dict[tuple, Setup] = {}
-    for s in [base, *([disagg] if disagg else []), *(best[lay][1] for lay in order)]:  # the two always, then the best
-        if len(chosen) < keep or s is base:
+    for s in [base, *([disagg] if disagg else []), *ranked]:  # the two always, then the most of the front
+        if len(chosen) < keep:
             chosen.setdefault(layout_key(s.deployment), s)
-    chosen_list = sorted(chosen.values(), key=lambda s: order.index(layout_key(s.deployment))
-                         if layout_key(s.deployment) in index else len(order))
     log(f"screen: {len(best)} layouts of {base.model.id} on {base.hardware.id}; simulating "
-        + ", ".join(s.deployment.name for s in chosen_list))
-    return chosen_list
+        + ", ".join(s.deployment.name for s in chosen.values()))
+    return list(chosen.values())
 
 
 # ---- 2. simulate ----------------------------------------------------------------------------------
