@@ -33,7 +33,7 @@ from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
 from gpusim.parallel import parallel_map
 from gpusim.search import TPOT_MARGIN, candidate_deployments, decode_curve, layout_key, trial
-from gpusim.specs.benchmark import LengthDistribution
+from gpusim.specs.benchmark import LatencyLimits, LengthDistribution
 from gpusim.specs.deployment import Deployment
 
 Log = Callable[[str], None]
@@ -167,10 +167,16 @@ def _first_duration(setup: Setup, qps: float, seed: int) -> float:
     return float(np.clip(TURNOVER * osl90 * tpot, MIN_RUN_S, MAX_RUN_S))
 
 
-def with_lengths(setup: Setup, isl: int | None, osl: int | None) -> Setup:
-    """`setup` serving requests of `isl` input and `osl` output tokens (each left to the benchmark when None)."""
+def with_workload(setup: Setup, scenario: str, limits: Limits, isl: int | None = None,
+                  osl: int | None = None) -> Setup:
+    """`setup` judged by `limits` in `scenario`, serving requests of `isl` input and `osl` output tokens (each left to
+    the benchmark when None): a benchmark without limits for `scenario` can still have a front."""
     fixed = {f: LengthDistribution(kind="constant", value=n, min=n, max=n, source=f"--{flag}", grade="A")
              for f, flag, n in (("input_tokens", "isl", isl), ("output_tokens", "osl", osl)) if n is not None}
+    own = setup.bench.limits(scenario)
+    if own is None or (own.ttft_s, own.tpot_s) != (limits.ttft_p99_s, limits.tpot_p99_s):
+        fixed[scenario] = LatencyLimits(ttft_s=limits.ttft_p99_s, tpot_s=limits.tpot_p99_s,
+                                        source="gpusim frontier --ttft-limit/--tpot-limit")
     if not fixed:
         return setup
     return make_setup(setup.hardware, setup.bench.model_copy(update=fixed), setup.model, setup.deployment,
@@ -231,4 +237,4 @@ def points_frame(points: list[FrontierPoint]) -> pd.DataFrame:
 
 
 __all__ = ["FrontierPoint", "PointJob", "analytic_points", "frontier", "offline_rate", "points_frame", "screen",
-           "steady_run", "with_lengths"]
+           "steady_run", "with_workload"]

@@ -12,7 +12,7 @@ import pytest
 from gpusim.analysis.frontier import Limits, meets_limits, on_front
 from gpusim.build import prepare
 from gpusim.cli import main
-from gpusim.frontier import PointJob, _first_duration, analytic_points, screen, steady_run, with_lengths
+from gpusim.frontier import PointJob, _first_duration, analytic_points, screen, steady_run, with_workload
 from gpusim.validate.fronts import front_distances, front_points, front_summary
 
 STEADY = {"steady_turned_over": True, "overloaded": False, "ttft_p99_s": 1.0, "tpot_p99_s": 0.05}
@@ -58,10 +58,14 @@ def test_a_run_too_short_to_turn_over_is_lengthened(tmp_path, monkeypatch):
     assert list(tmp_path.glob("frontier/*.json"))
 
 
-def test_fixed_lengths_replace_the_benchmarks():
-    base = with_lengths(prepare("b200-hgx", "llama2-70b"), 1024, 256)
+def test_fixed_lengths_and_limits_replace_the_benchmarks():
+    base = with_workload(prepare("b200-hgx", "llama2-70b"), "server", Limits(2.0, 0.2), 1024, 256)
     assert base.bench.input_tokens.value == 1024 and base.bench.output_tokens.value == 256
     assert base.deployment.name == prepare("b200-hgx", "llama2-70b").deployment.name
+    assert base.bench.server == prepare("b200-hgx", "llama2-70b").bench.server  # the same limits: its own kept
+    # a benchmark without Server limits is judged by the ones given
+    none = with_workload(prepare("b300-hgx", "qwen3.6-27b"), "server", Limits(1.0, 0.05))
+    assert (none.bench.server.ttft_s, none.bench.server.tpot_s) == (1.0, 0.05)
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _cmd_frontier(args: argparse.Namespace) -> int:
     from gpusim.analysis.frontier import Limits, draw_fronts
     from gpusim.build import prepare
-    from gpusim.frontier import frontier, points_frame, with_lengths
+    from gpusim.frontier import frontier, points_frame, with_workload
     from gpusim.specs.benchmark import load_benchmark
 
     for name in ("ttft_limit", "tpot_limit", "isl", "osl", "deployments", "workers"):
@@ -56,8 +56,8 @@ def _cmd_frontier(args: argparse.Namespace) -> int:
     limits = Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
                     args.tpot_limit or (own.tpot_s if own else math.inf))
     log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
-    bases = [with_lengths(prepare(h.strip(), args.benchmark, scenario=args.scenario), args.isl, args.osl)
-             for h in args.hardware.split(",") if h.strip()]
+    bases = [with_workload(prepare(h.strip(), args.benchmark, scenario=args.scenario), args.scenario, limits,
+                           args.isl, args.osl) for h in args.hardware.split(",") if h.strip()]
     started = time.perf_counter()
     frame = points_frame(frontier(bases, args.scenario, limits, args.deployments, args.seed, args.workers, log))
     wall = time.perf_counter() - started
