@@ -144,3 +144,23 @@ def test_a_front_needs_two_concurrencies_and_stated_workers():
     assert front_points(unstated).empty
     summary = front_summary(_front_rows(25.0))
     assert summary[0]["system"] == "all" and summary[0]["setups"] == 1 and summary[0]["compared"] == 2
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+POINT = st.tuples(st.floats(0.1, 500.0), st.floats(0.0, 20_000.0), st.booleans())
+
+
+@given(st.lists(POINT, min_size=1, max_size=40))
+def test_the_front_is_exactly_the_undominated_eligible_points(points):
+    """On any set of points: no eligible point beats a front point on both axes, every eligible point off the front
+    is beaten or matched by one on it, and no ineligible point is on it."""
+    x, y, ok = (np.array(v) for v in zip(*points, strict=True))
+    front = on_front(x, y, ok)
+    assert not (front & ~ok).any()
+    for i in np.flatnonzero(front):
+        assert not (ok & (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))).any()
+    for i in np.flatnonzero(ok & ~front):
+        assert (front & (x >= x[i]) & (y >= y[i])).any()
