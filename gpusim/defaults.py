@@ -67,15 +67,12 @@ def read_defaults(system: str) -> DefaultsFile | None:
     return load_yaml_model(DefaultsFile, path) if path.is_file() else None
 
 
-def defaults_system(hw: Hardware) -> str | None:
-    """The shipped system whose searched defaults `hw` runs: the one it is (a renamed copy takes the original's),
+def searched_default(hw: Hardware, model_id: str, scenario: str, software: str = "trtllm",
+                     system: str | None = None) -> AnyDeployment | None:
+    """The shipped searched deployment of `model_id` in `scenario` on `hw` (any number of its systems), or None.
+    The defaults are `system`'s, by default the shipped system `hw` is (a renamed copy takes the original's) or
     else its `base` (a shipped system, as `SystemSpec` checks)."""
-    return same_as_shipped(hw) or hw.system.base
-
-
-def searched_default(hw: Hardware, model_id: str, scenario: str, software: str = "trtllm") -> AnyDeployment | None:
-    """The shipped searched deployment of `model_id` in `scenario` on `hw` (any number of its systems), or None."""
-    system = defaults_system(hw)
+    system = system or same_as_shipped(hw) or hw.system.base
     table = read_defaults(system) if system is not None else None
     entry = table.entries.get(model_id, {}).get(scenario) if table and table.software == software else None
     if entry is None:
@@ -132,6 +129,6 @@ def today() -> str:
     return datetime.date.today().isoformat()
 
 
-__all__ = ["DEFAULTS", "SCENARIOS", "DefaultEntry", "DefaultsFile", "defaults_system", "read_defaults",
-           "searched_default", "searched_entry",
+__all__ = ["DEFAULTS", "SCENARIOS", "DefaultEntry", "DefaultsFile", "read_defaults", "searched_default",
+           "searched_entry",
            "slice_gpus", "write_defaults"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpusim.defaults import defaults_system, searched_default
+from gpusim.defaults import searched_default
 from gpusim.errors import InputError, unknown_name
 from gpusim.items import AnyModel, is_item, item_deployment, load_workload_model
 from gpusim.perf.memory import plan_memory
@@ -113,9 +113,10 @@ def default_with_origin(hw: Hardware, model: ModelSpec, scenario: str | None = N
     """`default_deployment` and where it comes from, in words: the searched default of the system (or of the
     system `hw` is based on), or the rule deployment and why no searched one serves."""
     as_scenario = SEARCHED_AS.get(scenario or "offline", scenario or "")
-    searched = searched_default(hw, model.id, as_scenario, software)
-    system = defaults_system(hw)
-    if searched is not None and system == same_as_shipped(hw):
+    shipped = same_as_shipped(hw)
+    system = shipped or hw.system.base
+    searched = searched_default(hw, model.id, as_scenario, software, system)
+    if searched is not None and system == shipped:
         return searched, f"searched default ({system}, {model.id}, {as_scenario})"
     if searched is not None:
         try:

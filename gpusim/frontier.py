@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -73,15 +73,23 @@ class FrontierPoint:
 
 
 # ---- 1. screen ------------------------------------------------------------------------------------
-def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame:
-    """The cost model's curve of `setup` where its mean TPOT is within `TPOT_MARGIN` of the TPOT limit: per batch,
-    QPS, tokens/s/GPU and tokens/s/user (1 / mean TPOT); empty where one sequence already misses."""
+def analytic_curve(setup: Setup, seed: int = 0, spacing: str = "geometric") -> pd.DataFrame:
+    """The cost model's curve of `setup` (`search.DecodeCurve`): per batch, QPS, mean TPOT, tokens/s/GPU and
+    tokens/s/user (1 / mean TPOT), at `BATCH_LEVELS` batches spaced geometrically from one sequence to the
+    largest batch, or (`spacing="linear"`) at about 64 evenly spaced ones."""
     curve = decode_curve(setup, seed)
-    batches = np.unique(np.geomspace(1, curve.max_batch, BATCH_LEVELS).round().astype(int))
+    batches = (np.unique(np.geomspace(1, curve.max_batch, BATCH_LEVELS).round().astype(int)) if spacing == "geometric"
+               else np.arange(1, curve.max_batch + 1, max(1, curve.max_batch // 64)))
     qps, tpot = np.array([curve(int(b)) for b in batches]).T
-    pts = pd.DataFrame({"batch": batches, "qps": qps, "tokens_per_s_per_gpu": qps * curve.osl / setup.num_gpus,
-                        "tokens_per_s_per_user": 1.0 / tpot})
-    return pts[tpot <= TPOT_MARGIN * limits.tpot_p99_s].reset_index(drop=True)
+    return pd.DataFrame({"batch": batches, "qps": qps, "tpot_s": tpot,
+                         "tokens_per_s_per_gpu": qps * curve.osl / setup.num_gpus, "tokens_per_s_per_user": 1.0 / tpot})
+
+
+def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame:
+    """`analytic_curve` where the mean TPOT is within `TPOT_MARGIN` of the TPOT limit; empty where one sequence
+    already misses."""
+    pts = analytic_curve(setup, seed)
+    return pts[pts["tpot_s"] <= TPOT_MARGIN * limits.tpot_p99_s].reset_index(drop=True)
 
 
 def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int = 0,
@@ -159,10 +167,8 @@ def offline_rate(job: PointJob) -> float:
 
 def _first_duration(setup: Setup, qps: float, seed: int) -> float:
     """A first guess at the arrival time that turns a run over: TURNOVER × the p90 output × the analytic TPOT."""
-    curve = decode_curve(setup, seed)
-    batches = np.arange(1, curve.max_batch + 1, max(1, curve.max_batch // 64))
-    qs, tpots = np.array([curve(int(b)) for b in batches]).T
-    tpot = float(np.interp(qps, qs, tpots)) if qs[-1] > qs[0] else float(tpots[-1])
+    curve = analytic_curve(setup, seed, spacing="linear")
+    tpot = float(np.interp(qps, curve["qps"], curve["tpot_s"]))  # QPS grows with the batch
     osl90 = float(np.quantile(dataset_lengths(setup.bench, seed)[1], 0.9))
     return float(np.clip(TURNOVER * osl90 * tpot, MIN_RUN_S, MAX_RUN_S))
 
@@ -205,7 +211,7 @@ def frontier(bases: list[Setup], scenario: str, limits: Limits, keep: int = 5, s
 def _rates(setup: Setup, limits: Limits, seed: int) -> list[float]:
     """`RATE_SHARES` of the analytic capacity within the TPOT limit (of the whole curve where none meets it)."""
     pts = analytic_points(setup, limits, seed)
-    capacity = float(pts["qps"].max()) if len(pts) else decode_curve(setup, seed)(10**9)[0]
+    capacity = float((pts if len(pts) else analytic_curve(setup, seed))["qps"].max())
     return [round(share * capacity, 3) for share in RATE_SHARES]
 
 
@@ -226,7 +232,7 @@ def _mark_fronts(points: list[FrontierPoint]) -> list[FrontierPoint]:
     marks = np.zeros(len(frame), bool)
     for _, g in frame.groupby("hardware"):
         marks[g.index] = on_front(g["tokens_per_s_per_user"], g["tokens_per_s_per_gpu"], g["meets_limits"])
-    return [FrontierPoint(**{**asdict(p), "on_front": bool(m)}) for p, m in zip(points, marks, strict=True)]
+    return [replace(p, on_front=bool(m)) for p, m in zip(points, marks, strict=True)]
 
 
 def points_frame(points: list[FrontierPoint]) -> pd.DataFrame:
@@ -236,5 +242,5 @@ def points_frame(points: list[FrontierPoint]) -> pd.DataFrame:
     return frame
 
 
-__all__ = ["FrontierPoint", "PointJob", "analytic_points", "frontier", "offline_rate", "points_frame", "screen",
-           "steady_run", "with_workload"]
+__all__ = ["FrontierPoint", "PointJob", "analytic_curve", "analytic_points", "frontier", "offline_rate",
+           "points_frame", "screen", "steady_run", "with_workload"]

@@ -101,9 +101,8 @@ class SystemSpec(_Spec):
     @field_validator("base")
     @classmethod
     def _shipped_base(cls, base: str | None) -> str | None:
-        shipped = shipped_systems()
-        if base is not None and base not in shipped:
-            raise ValueError(f"{base!r} is not a shipped system; valid: {', '.join(shipped)}")
+        if base is not None and base not in shipped_systems():
+            raise ValueError(f"{base!r} is not a shipped system; valid: {', '.join(shipped_systems())}")
         return base
 
 
