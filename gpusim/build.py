@@ -20,7 +20,7 @@ from gpusim.items import (
 )
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
-from gpusim.perf.capacity import instance_rate
+from gpusim.perf.capacity import Lengths, instance_rate
 from gpusim.perf.kernel_tables import kernel_tables
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
@@ -51,17 +51,29 @@ class Setup:
         """GPUs the deployment uses."""
         return sum(p.count * p.deployment.gpus_per_instance for p in self.pools)
 
+    def lengths(self, seed: int = 0) -> Lengths:
+        """The benchmark's dataset lengths (`dataset_lengths`) as the capacity estimate reads them."""
+        return Lengths.of(*dataset_lengths(self.bench, seed))
+
     def expected_qps(self, seed: int = 0) -> float:
-        """Steady-state requests per second at the dataset's mean lengths (a submitter's trial run)."""
-        isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
-        return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
+        """Steady-state requests per second at the dataset's lengths (a submitter's trial run)."""
+        lengths = self.lengths(seed)
+        return min(p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, lengths)
                    for p in self.pools)
+
+    def thrashes(self, seed: int = 0) -> bool:
+        """Whether a pool that decodes admits more sequences than its KV cache holds once they have grown
+        (`Lengths.kv_batch`): it would preempt and recompute requests over and over, which no submitter runs."""
+        lengths = self.lengths(seed)
+        return not is_item(self.model) and any(
+            p.deployment.max_batch_size > lengths.kv_batch(p.kv_capacity_tokens)
+            for p in self.pools if p.role in ("aggregated", "decode"))
 
     def single_stream_qps(self, seed: int = 0) -> float:
         """Requests per second with one request in flight: every pool in turn at a batch of one."""
-        isl, osl = (float(a.mean()) for a in dataset_lengths(self.bench, seed))
+        lengths = self.lengths(seed)
         return 1 / sum(1 / instance_rate(p.role, p.cost, p.kv_capacity_tokens,
-                                         p.deployment.model_copy(update={"max_batch_size": 1}), isl, osl)
+                                         p.deployment.model_copy(update={"max_batch_size": 1}), lengths)
                        for p in self.pools)
 
     def with_deployment(self, dep: AnyDeployment, source: str = "deployment") -> Setup:

@@ -82,7 +82,8 @@ def analytic_curve(setup: Setup, seed: int = 0, spacing: str = "geometric") -> p
                else np.arange(1, curve.max_batch + 1, max(1, curve.max_batch // 64)))
     qps, tpot = np.array([curve(int(b)) for b in batches]).T
     return pd.DataFrame({"batch": batches, "qps": qps, "tpot_s": tpot,
-                         "tokens_per_s_per_gpu": qps * curve.osl / setup.num_gpus, "tokens_per_s_per_user": 1.0 / tpot})
+                         "tokens_per_s_per_gpu": qps * curve.lengths.osl / setup.num_gpus,
+                         "tokens_per_s_per_user": 1.0 / tpot})
 
 
 def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame:
@@ -97,7 +98,7 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
     """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own and the best disaggregated
     one among them."""
     best: dict[tuple, tuple[float, Setup, pd.DataFrame]] = {}  # per layout: its highest-capacity budget variant
-    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario):
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, seed=seed):
         s = base.with_deployment(dep.model_copy(update={"software": base.deployment.software}), dep.name)
         pts = analytic_points(s, limits, seed)
         cap = float(pts["qps"].max()) if len(pts) else 0.0

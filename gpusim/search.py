@@ -23,6 +23,7 @@ duration, and the highest tokens/s wins. The deployment the search starts from (
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,7 +36,7 @@ from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.metrics import loadgen_rates
 from gpusim.parallel import parallel_map
-from gpusim.perf.capacity import instance_rate
+from gpusim.perf.capacity import Lengths, instance_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.simulation import Result, run_setup
 from gpusim.specs.benchmark import BenchmarkSpec
@@ -106,11 +107,6 @@ def searchable(setup: Setup, scenario: str) -> bool:
 
 
 # ---- analytic estimate --------------------------------------------------------------------------
-def _mean_lengths(bench: BenchmarkSpec, seed: int) -> tuple[float, float]:
-    isl, osl = dataset_lengths(bench, seed)
-    return float(isl.mean()), float(osl.mean())
-
-
 def expected_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
     """The cost model's steady-state QPS; for Server/Interactive, `latency_bound_qps`."""
     if scenario in rules.SERVER_LIKE:
@@ -125,8 +121,7 @@ class DecodeCurve:
     instance spends per request times b / mean output); the other pools (prefill) cap the QPS."""
 
     setup: Setup
-    isl: float
-    osl: float
+    lengths: Lengths
     others_qps: float
     max_batch: int
     """The largest batch the decoding pool runs: its batch limit, or the KV cache at the mean lengths."""
@@ -135,18 +130,19 @@ class DecodeCurve:
         """(QPS, mean TPOT in seconds) at `b` sequences per decoding instance."""
         pool = self.setup.pools[-1]
         dep = pool.deployment.model_copy(update={"max_batch_size": b})
-        per_instance = instance_rate(pool.role, pool.cost, pool.kv_capacity_tokens, dep, self.isl, self.osl)
-        return min(per_instance * pool.count, self.others_qps), min(b, self.max_batch) / (per_instance * self.osl)
+        per_instance = instance_rate(pool.role, pool.cost, pool.kv_capacity_tokens, dep, self.lengths)
+        tpot = min(b, self.max_batch) / (per_instance * self.lengths.osl)
+        return min(per_instance * pool.count, self.others_qps), tpot
 
 
 def decode_curve(setup: Setup, seed: int = 0) -> DecodeCurve:
-    """`setup`'s `DecodeCurve` at the benchmark's mean lengths."""
-    isl, osl = _mean_lengths(setup.bench, seed)
+    """`setup`'s `DecodeCurve` at the benchmark's lengths."""
+    lengths = setup.lengths(seed)
     *others, pool = setup.pools  # the pool that decodes (aggregated or decode) sets the TPOT
-    kv_batch = max(1, int(pool.kv_capacity_tokens // (isl + osl)))
-    others_qps = min((p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, isl, osl)
+    others_qps = min((p.count * instance_rate(p.role, p.cost, p.kv_capacity_tokens, p.deployment, lengths)
                       for p in others), default=float("inf"))
-    return DecodeCurve(setup, isl, osl, others_qps, min(pool.deployment.max_batch_size, kv_batch))
+    return DecodeCurve(setup, lengths, others_qps,
+                       min(pool.deployment.max_batch_size, lengths.kv_batch(pool.kv_capacity_tokens)))
 
 
 def latency_bound_qps(setup: Setup, scenario: str, seed: int = 0) -> float:
@@ -414,7 +410,7 @@ TOKENS_PER_RANK = (2048, 8192)
 
 
 def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str,
-                          gpus: int | None = None) -> Iterator[Deployment]:
+                          gpus: int | None = None, seed: int = 0) -> Iterator[AnyDeployment]:
     """Every deployment worth trying that fits: the one place to add new dimensions.
 
     Aggregated: weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV
@@ -425,10 +421,13 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
     domains of 16 GPUs or more): 1, 2 or 4 prefill instances of DEP4 or DEP8 and wide-EP decode
     instances over the rest of each domain. MTP with the model's default acceptance is added to every
     candidate where the benchmark's rules allow it in this scenario. Deployments that fail
-    `check_deployment` or `plan_memory` (does not fit) are skipped. `gpus` below the hardware's count
-    is a GPU budget (a published slice of a system): aggregated instances that fit in it, as many as fit.
+    `check_deployment` or `plan_memory` (does not fit) are skipped; a batch cap above what the KV cache holds
+    is lowered to it (`kv_sized`). `gpus` below the hardware's count is a GPU budget (a published slice of a
+    system): aggregated instances that fit in it, as many as fit.
     """
     mtp = _default_mtp(model) if scenario in bench.mtp_allowed_in else None
+    lengths = Lengths.of(*dataset_lengths(bench, seed))
+    seen: set[str] = set()
     for dep in _layouts(hw, model):
         if gpus is not None and gpus < hw.num_gpus:
             if not isinstance(dep, Deployment) or dep.gpus_per_instance > gpus:
@@ -437,11 +436,42 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
         for d in (dep, dep.model_copy(update={"mtp": mtp, "name": dep.name + "-mtp"})) if mtp else (dep,):
             try:
                 check_deployment(hw, model, d, d.name)
-                for _, role in roles(d):
-                    plan_memory(hw, model, role)
+                d = kv_sized(hw, model, d, lengths)
             except InputError:
                 continue
-            yield d
+            if d.name not in seen:
+                seen.add(d.name)
+                yield d
+
+
+KV_HEADROOM = 0.95
+"""A searched batch cap leaves this share of the KV cache's batch (`Lengths.kv_batch`) for the spread of the
+contexts in flight. Measured on one instance over 4,800 s of DeepSeek-R1 Offline (steady tokens/s/GPU,
+preemptions per request): B200 TP8/EP8 at the full KV batch 5,192: 7,986 / 0.47, at 95% 8,032 / 0.09, b4096
+7,759 / 0, b8192 7,668 / 1.54; GB300 9,186: 9,547 / 0.28, 95% 9,573 / 0.10, b8192 9,515 / 0.01; H200 FP8 (2,126
+sequences) at twice its KV batch 2,496 / 1.60, at 95% 2,696 / 0.26 (tests/test_thrashing.py)."""
+
+
+def kv_sized(hw: Hardware, model: ModelSpec, dep: AnyDeployment, lengths: Lengths) -> AnyDeployment:
+    """`dep` with the batch cap of each pool that decodes lowered to `KV_HEADROOM` of the sequences its KV
+    cache holds at `lengths` (a multiple of its attention ranks), where the cap is above that: the way a
+    submitter sizes `max_batch_size` to the KV cache. A larger cap admits sequences the cache cannot hold once
+    they grow, and the engine preempts and recomputes them over and over (it thrashes). InputError (from
+    `plan_memory`) where a role does not fit."""
+    caps = {}
+    for role, d in roles(dep):
+        kv = plan_memory(hw, model, d).kv_capacity_tokens
+        ranks = d.attention_ranks
+        cap = max(ranks, int(KV_HEADROOM * lengths.kv_batch(kv)) // ranks * ranks)
+        if role != "prefill" and d.max_batch_size > cap:
+            caps[role] = cap
+    if not caps:
+        return dep
+    name = re.sub(r"-b\d+(?=-|$)", f"-b{next(iter(caps.values()))}", dep.name, count=1)
+    if isinstance(dep, Deployment):
+        return dep.model_copy(update={"max_batch_size": caps["aggregated"], "name": name})
+    decode = dep.decode.model_copy(update={"max_batch_size": caps["decode"]})
+    return dep.model_copy(update={"decode": decode, "name": f"{dep.name}-b{caps['decode']}"})
 
 
 def _default_mtp(model: ModelSpec) -> MTP | None:
@@ -536,10 +566,10 @@ submission-length run); the best `finalists` then run the full length they repor
 def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
               gpus: int | None = None) -> tuple[list[Ranked], int]:
     """The analytic screen: every candidate that fits, ranked by its steady-state estimate; the best variant
-    of each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate, the starting deployment, and
-    (Offline) their balanced variants."""
+    of each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate, the starting deployment
+    unless it thrashes (`Setup.thrashes`: no candidate does, `kv_sized`), and (Offline) their balanced variants."""
     est: list[Ranked] = []
-    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus):
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus, seed):
         dep = dep.model_copy(update={"software": base.deployment.software})
         s = base.with_deployment(dep, dep.name)
         q = expected_qps(s, scenario, seed)
@@ -558,7 +588,7 @@ def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
             short.append(r)
         if len(short) == screen:
             break
-    if _within(base, gpus) and all(r.setup.deployment != base.deployment for r in short):
+    if _within(base, gpus) and not base.thrashes(seed) and all(r.setup.deployment != base.deployment for r in short):
         short.append(Ranked(base, expected_qps(base, scenario, seed)))  # the starting deployment always competes
     if scenario not in rules.SERVER_LIKE:
         # a submitter tries the attention-DP balance where the software offers it, and keeps what serves more.

@@ -331,7 +331,7 @@ def _dsr1_disagg(concurrency: int, isl: int = 1024, osl: int = 1024, **fields) -
 
 
 def test_unstated_prefill_pool_keeps_up_with_the_decode_pool() -> None:
-    from gpusim.perf.capacity import decode_rate, prefill_rate
+    from gpusim.perf.capacity import Lengths, decode_rate, prefill_rate
     from gpusim.perf.memory import plan_memory
     from gpusim.perf.step import StepCostModel
     from gpusim.specs.hardware import load_hardware
@@ -345,7 +345,7 @@ def test_unstated_prefill_pool_keeps_up_with_the_decode_pool() -> None:
     hw, model = load_hardware("gb200-nvl72"), load_model("deepseek-r1")
     decode, prefill = dep.role("decode"), dep.role("prefill")
     done = workers * decode_rate(StepCostModel(hw, model, decode), plan_memory(hw, model, decode).kv_capacity_tokens,
-                                 decode, 0.9 * 1024, 0.9 * 1024, batch=math.ceil(4096 / workers))
+                                 decode, Lengths.fixed(0.9 * 1024, 0.9 * 1024), batch=math.ceil(4096 / workers))
     one = prefill_rate(StepCostModel(hw, model, prefill), prefill, 0.9 * 1024)
     assert (k - 1) * one < done <= k * one
     # far fewer context servers than generation servers at 1k/1k, as the recipes run (ctx4_gen1 … ctx10_gen1)

@@ -53,7 +53,7 @@ from gpusim.analysis.published import map_system
 from gpusim.deploy import roles
 from gpusim.errors import InputError
 from gpusim.parallel import parallel_map
-from gpusim.perf.capacity import decode_rate, prefill_rate
+from gpusim.perf.capacity import Lengths, decode_rate, prefill_rate
 from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
 from gpusim.sim.topology import Topology
@@ -297,7 +297,8 @@ def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: DisaggregatedD
         kv = plan_memory(hw, model, decode).kv_capacity_tokens
     except InputError as exc:  # the decode pool cannot hold the weights: no rate to size against
         raise Unsupported(f"{exc.field}: {exc.message}") from None
-    completions = workers * decode_rate(StepCostModel(hw, model, decode), kv, decode, isl * mean, osl * mean,
+    lengths = Lengths.fixed(isl * mean, osl * mean)
+    completions = workers * decode_rate(StepCostModel(hw, model, decode), kv, decode, lengths,
                                         batch=math.ceil(concurrency / workers))
     return max(1, math.ceil(completions / prefill_rate(StepCostModel(hw, model, prefill), prefill, isl * mean)))
 
