@@ -28,8 +28,13 @@ def run(
 
 
 def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> Result:
-    """Simulate the run that `spec` describes; `deployment: best` first finds (or recalls) the searched best
-    deployment for the spec's scenario (`gpusim.best`), its contenders `workers` at a time."""
+    """Simulate the run that `spec` describes (`setup_for`, `run_setup_spec`)."""
+    return run_setup_spec(setup_for(spec, source, workers), spec, source)
+
+
+def setup_for(spec: RunSpec, source: str = "command line", workers: int = 1) -> Setup:
+    """The setup `spec` runs; `deployment: best` first finds (or recalls) the searched best deployment for the
+    spec's scenario (`gpusim.best`), its contenders `workers` at a time."""
     best = spec.deployment == "best"
     # hand-written in Python or inline in an experiment YAML
     if isinstance(spec.deployment, Deployment | DisaggregatedDeployment):
@@ -40,6 +45,11 @@ def run_spec(spec: RunSpec, source: str = "command line", workers: int = 1) -> R
         setup.bench.require_limits(spec.scenario, source)
     if best:
         setup = setup.with_deployment(best_deployment(setup, spec.scenario, spec.seed, source, workers))
+    return setup
+
+
+def run_setup_spec(setup: Setup, spec: RunSpec, source: str = "command line") -> Result:
+    """Simulate `setup` with `spec`'s workload and run length (`qps: peak`: at its peak valid QPS)."""
     if spec.qps == "peak":
         return _at_peak(setup, spec, source)
     return run_setup(setup, spec, lambda: setup.expected_qps(spec.seed))
