@@ -30,7 +30,10 @@ SUMMARY_ROWS = [
     ("scenario", "scenario", "{}"), ("target_qps", "target QPS", "{:,.3g}"),
     ("completed_requests", "completed requests", "{:,}"), ("output_tokens", "output tokens", "{:,}"),
     ("simulated_s", "simulated seconds", "{:,.2f}"), ("output_tokens_per_s", "output tokens/s", "{:,.1f}"),
-    ("output_tokens_per_s_per_gpu", "output tokens/s/GPU", "{:,.2f}"), ("samples_per_s", "samples/s", "{:,.3f}"),
+    ("output_tokens_per_s_per_gpu", "output tokens/s/GPU", "{:,.2f}"),
+    ("steady_output_tokens_per_s_per_gpu", "steady output tokens/s/GPU", "{:,.2f}"),
+    ("steady_turned_over", "steady window after the batch turned over", "{}"),
+    ("preemptions_per_request", "preemptions per request", "{:.3f}"), ("samples_per_s", "samples/s", "{:,.3f}"),
     ("peak_qps", "peak QPS", "{:,.3f}"), ("result_tokens_per_s", "result tokens/s", "{:,.1f}"),
     ("ttft_p50_s", "TTFT p50 (s)", "{:.4g}"), ("ttft_p99_s", "TTFT p99 (s)", "{:.4g}"),
     ("tpot_p50_s", "TPOT p50 (s)", "{:.4g}"), ("tpot_p99_s", "TPOT p99 (s)", "{:.4g}"),
@@ -40,7 +43,8 @@ SUMMARY_ROWS = [
 """Summary keys shown, with their label and format (keys a summary lacks are left out)."""
 
 SWEEP_COLUMNS = ["point_id", "status", "hardware", "systems", "benchmark", "scenario", "target_qps",
-                 "deployment.name", "num_gpus", "output_tokens_per_s_per_gpu", "ttft_p99_s", "tpot_p99_s", "valid"]
+                 "deployment.name", "num_gpus", "output_tokens_per_s_per_gpu", "steady_output_tokens_per_s_per_gpu",
+                 "steady_turned_over", "preemptions_per_request", "ttft_p99_s", "tpot_p99_s", "valid"]
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
