@@ -106,6 +106,12 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
         expected_qps = partial(setup.single_stream_qps, spec.seed)
     workload = build_workload(spec, setup.bench, expected_qps)
     stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
+    return run_workload(setup, spec, workload, stop)
+
+
+def run_workload(setup: Setup, spec: RunSpec, workload: Workload, stop: InvalidStop | None = None) -> Result:
+    """Simulate `workload` on `setup` and summarise it as a run of `spec`'s scenario (`run_setup` builds the
+    workload from the spec; a replayed trace comes ready, `Workload.at_rate`)."""
     records, stats, wall = setup.simulate(workload, stop)
     summary = summarize_run(spec, setup, workload, records, stats, wall)
     summary["stopped"] = None if stats.stopped_s is None else {
@@ -137,7 +143,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
                    "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
         "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
         **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
-        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances),
+        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances, stats.instance_gpus),
         **conformance(records, setup, spec.scenario, len(workload)),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),

@@ -16,7 +16,7 @@ from gpusim.specs.hardware import load_hardware, system_names
 OVERRIDES = {"gpu_idle_fraction": 0.2, "gpu_busy_fraction": 1.0, "pue": 1.5, "usd_per_kwh": 0.1,
              "amortisation_years": 4, "capex_usd": 260_000}
 SUMMARY = {"output_tokens_per_s": 1000.0, "simulated_s": 100.0, "num_gpus": 8}
-HALF_BUSY = SimpleNamespace(busy_s=[50.0] * 8)
+HALF_BUSY = SimpleNamespace(busy_s=[50.0] * 8, instance_gpus=[])
 
 
 def test_figures_follow_by_hand():
@@ -44,7 +44,7 @@ def test_unused_gpus_idle_and_systems_multiply():
 
 def test_defaults_come_from_the_cost_file():
     costs = load_costs()
-    out = energy_and_cost(SUMMARY, load_hardware("h100-hgx"), SimpleNamespace(busy_s=[100.0] * 8))
+    out = energy_and_cost(SUMMARY, load_hardware("h100-hgx"), SimpleNamespace(busy_s=[100.0] * 8, instance_gpus=[]))
     tdp_w = 8 * 700 * costs.gpu_busy_fraction.value
     assert out["power_kw"] == pytest.approx((tdp_w + 4600) * costs.pue.value / 1e3)
     capex = costs.capex_usd["h100-hgx"].value / (costs.amortisation_years.value * 365.25 * 86_400)
@@ -71,3 +71,11 @@ def test_run_summary_carries_the_figures():
     s = gpusim.run("b200-hgx", "llama2-70b", "offline", samples=50).summary
     assert s["energy_j_per_token"] > 0 and s["usd_per_million_tokens"] > 0
     assert s["tokens_per_s_per_mw"] == pytest.approx(s["output_tokens_per_s"] / (s["power_kw"] / 1e3))
+
+
+def test_the_busy_fraction_is_weighted_by_gpus() -> None:
+    from gpusim.analysis.energy import busy_fraction
+
+    # by hand: an 8-GPU prefill instance idle and a 64-GPU decode instance busy all of a 100 s run: 64 of 72 GPUs
+    assert busy_fraction([0.0, 100.0], 100.0, [8, 64]) == pytest.approx(64 / 72)
+    assert busy_fraction([0.0, 100.0], 100.0) == pytest.approx(0.5)  # one each: the mean over instances

@@ -33,6 +33,16 @@ def test_a_stationary_server_run_has_its_arrival_rate_times_tokens_as_steady_rat
     assert w.busy_fraction == pytest.approx(1.0)
 
 
+def test_disaggregated_busy_time_is_split_at_the_first_token_and_weighted_by_gpus():
+    # one request a second for 100 s; each on an 8-GPU prefill instance (1) for its 0.5 s to the first token, then
+    # on a 64-GPU decode instance (0) for 2 s. By hand: the decode instance always holds a request (2 s each, 1 s
+    # apart), the prefill instance half the time: (64 · 1 + 8 · 0.5) / 72.
+    t = np.arange(0, 100, 1.0)
+    rec = _records(t, t + 0.5, t + 2.5, np.full(len(t), 21)).assign(prefill_instance=1)
+    w = steady_window(rec, "server", instances=2, instance_gpus=[64, 8])
+    assert w.busy_fraction == pytest.approx((64 * 1.0 + 8 * 0.5) / 72, rel=0.02)
+
+
 def test_a_run_shorter_than_twice_its_p90_request_says_its_batch_had_not_turned_over():
     # 10 requests/s for 100 s; 20% of them spend 80 s in the engine, so the p90 outlives half the run
     t = np.arange(0, 100, 0.1)

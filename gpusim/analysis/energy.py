@@ -17,6 +17,7 @@ The defaults live in hardware_profiles/costs.yaml, each with its source and grad
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from gpusim.specs.costs import CostOverrides, load_costs
@@ -30,6 +31,8 @@ class BusyStats(Protocol):
     """What the engine reports that the energy model needs (gpusim.sim.cluster.SimStats)."""
 
     busy_s: Sequence[float]
+    instance_gpus: Sequence[int]
+    """GPUs of each instance (busy fractions are weighted by them; empty: one each)."""
 
 
 def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
@@ -41,34 +44,21 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
     `summary` needs output_tokens_per_s, simulated_s and num_gpus (GPUs in instances); figures are
     None when the run produced no tokens.
     """
-    over = validate(CostOverrides, dict(overrides or {}), "costs")
-    costs = load_costs()
-
-    def value(name: str) -> float:
-        given = getattr(over, name)
-        return getattr(costs, name).value if given is None else given
-
-    capex = over.capex_usd
-    if capex is None and hardware.id in costs.capex_usd:
-        capex = costs.capex_usd[hardware.id].value
-
-    util = busy_fraction(stats.busy_s, summary.get("simulated_s"))
+    prices = Prices.of(hardware, overrides)
+    util = busy_fraction(stats.busy_s, summary.get("simulated_s"), stats.instance_gpus)
     used = min(int(summary.get("num_gpus") or 0), hardware.num_gpus)
-    capex_usd_per_s = None if capex is None else capex * hardware.systems / (value("amortisation_years")
-                                                                             * SECONDS_PER_YEAR)
+    capex_usd_per_s = None if prices.capex_usd is None else prices.capex_usd * hardware.systems / (
+        prices.value("amortisation_years") * SECONDS_PER_YEAR)
 
     def power_w(u: float) -> float:
-        tdp = hardware.gpu.tdp_w.value
-        idle, busy = value("gpu_idle_fraction"), value("gpu_busy_fraction")
-        gpu_w = tdp * (used * (idle + (busy - idle) * u) + (hardware.num_gpus - used) * idle)
-        other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
-        return (gpu_w + other_w) * value("pue")
+        return facility_power_w(hardware, used, u, prices)
 
     def per_token(tps: float | None, w: float) -> tuple[float | None, float | None]:
         """J and $ per token; the $ figure is None for a system without a price."""
         if not tps:
             return None, None
-        usd = None if capex_usd_per_s is None else 1e6 * (capex_usd_per_s + w / 1e3 * value("usd_per_kwh") / 3600) / tps
+        usd = (None if capex_usd_per_s is None
+               else 1e6 * (capex_usd_per_s + w / 1e3 * prices.value("usd_per_kwh") / 3600) / tps)
         return w / tps, usd
 
     run_w = power_w(util)
@@ -88,8 +78,42 @@ def energy_and_cost(summary: Mapping, hardware: Hardware, stats: BusyStats,
     }
 
 
-def busy_fraction(busy_s: Sequence[float], simulated_s: float | None) -> float:
-    """Mean fraction of the run the instances spent running batch steps, in [0, 1]."""
+@dataclass(frozen=True)
+class Prices:
+    """The cost profile's figures (hardware_profiles/costs.yaml) with a run's overrides applied."""
+
+    overrides: CostOverrides
+    capex_usd: float | None
+    """The price of one system; None for a system without one (a user's profile without `capex_usd`)."""
+
+    @classmethod
+    def of(cls, hardware: Hardware, overrides: Mapping | None = None) -> Prices:
+        over = validate(CostOverrides, dict(overrides or {}), "costs")
+        shipped = load_costs().capex_usd.get(hardware.id)
+        return cls(over, over.capex_usd if over.capex_usd is not None else shipped.value if shipped else None)
+
+    def value(self, name: str) -> float:
+        """A figure of the cost profile (amortisation_years, usd_per_kwh, pue, gpu_idle_fraction, ...)."""
+        given = getattr(self.overrides, name)
+        return getattr(load_costs(), name).value if given is None else given
+
+
+def facility_power_w(hardware: Hardware, used_gpus: int, utilisation: float, prices: Prices) -> float:
+    """Average facility power of `hardware` (module docstring): `used_gpus` busy for `utilisation` of the time,
+    the rest of its GPUs idle, its other components constant, times the PUE."""
+    tdp = hardware.gpu.tdp_w.value
+    idle, busy = prices.value("gpu_idle_fraction"), prices.value("gpu_busy_fraction")
+    gpu_w = tdp * (used_gpus * (idle + (busy - idle) * utilisation) + (hardware.num_gpus - used_gpus) * idle)
+    other_w = hardware.systems * max(hardware.system.power_kw.value * 1e3 - hardware.system.gpus * tdp, 0.0)
+    return (gpu_w + other_w) * prices.value("pue")
+
+
+def busy_fraction(busy_s: Sequence[float], simulated_s: float | None,
+                  instance_gpus: Sequence[int] | None = None) -> float:
+    """Mean fraction of the run the instances spent running batch steps, in [0, 1], weighted by their GPUs
+    (`instance_gpus`, one each when not given)."""
     if not busy_s or not simulated_s:
         return 0.0
-    return min(max(sum(busy_s) / (len(busy_s) * simulated_s), 0.0), 1.0)
+    weights = list(instance_gpus) if instance_gpus else [1] * len(busy_s)
+    return min(max(sum(b * g for b, g in zip(busy_s, weights, strict=True)) / (sum(weights) * simulated_s), 0.0),
+               1.0)

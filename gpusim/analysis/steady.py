@@ -15,11 +15,13 @@ only the tokens produced inside a window [start, end] where the engine runs at i
 Inside the window each request contributes its first token at `first_token_s` and the rest spread evenly
 up to `completion_s` (its own mean TPOT), so the count is exact in total and smooth in time. Instance
 busy time in the window is the union of its requests' [scheduled, completion] intervals (an engine runs
-steps while it holds a request), which the energy and cost per steady token use.
+steps while it holds a request; in disaggregated serving a prefill instance holds it until its first token and
+the decode instance from then on), weighted by the instances' GPUs, which the energy and cost per steady token use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +44,7 @@ class SteadyWindow:
     end_s: float
     output_tokens: float
     busy_fraction: float
-    """Mean over instances of the share of the window they held a request."""
+    """Mean over GPUs of the share of the window their instance held a request."""
     turned_over: bool = True
     """Whether the warm-up (the p90 time in the engine) ended before half-way: if not, the window opened while
     the batch was still filling with the run's long requests."""
@@ -56,8 +58,10 @@ class SteadyWindow:
         return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def steady_window(records: pd.DataFrame, scenario: str, instances: int | None = None) -> SteadyWindow | None:
-    """The window of the module docstring for a finished run's records; None when nothing completed."""
+def steady_window(records: pd.DataFrame, scenario: str, instances: int | None = None,
+                  instance_gpus: Sequence[int] | None = None) -> SteadyWindow | None:
+    """The window of the module docstring for a finished run's records; None when nothing completed. `instances`
+    counts every instance (those that held no request were idle), `instance_gpus` their GPUs (default one each)."""
     done = records[records["completion_s"].notna() & records["first_token_s"].notna()]
     if done.empty:
         return None
@@ -74,8 +78,17 @@ def steady_window(records: pd.DataFrame, scenario: str, instances: int | None = 
     if end <= start:
         return None
     produced = window_tokens(first, last, tokens, start, end)
-    busy = _busy_fraction(done["instance"].to_numpy() if "instance" in done else np.zeros(len(done)),
-                          scheduled, last, start, end, instances)
+    instance = done["instance"].to_numpy() if "instance" in done else np.zeros(len(done), np.int64)
+    spans = [(instance, scheduled, last)]
+    if "prefill_instance" in done and (done["prefill_instance"] >= 0).any():
+        prefill = done["prefill_instance"].to_numpy()
+        split = prefill >= 0  # prefill instance until the first token, the decode instance after it
+        spans = [(instance[~split], scheduled[~split], last[~split]), (prefill[split], scheduled[split], first[split]),
+                 (instance[split], first[split], last[split])]
+    ids, lo, hi = (np.concatenate(parts) for parts in zip(*spans, strict=True))
+    count = instances or int(ids.max()) + 1
+    weights = np.asarray(instance_gpus if instance_gpus is not None else np.ones(count), np.float64)
+    busy = _busy_fraction(ids, lo, hi, start, end, weights)
     return SteadyWindow(start, end, produced, busy, turned_over=warmup <= half)
 
 
@@ -88,10 +101,11 @@ def window_tokens(first: np.ndarray, last: np.ndarray, tokens: np.ndarray, start
     return float(first_in + np.sum(np.maximum(tokens - 1, 0.0) * share))
 
 
-def _busy_fraction(instance: np.ndarray, scheduled: np.ndarray, last: np.ndarray, start: float, end: float,
-                   instances: int | None) -> float:
-    """Mean share of [start, end] each instance held at least one request (union of request intervals)."""
-    lo, hi = np.maximum(scheduled, start), np.minimum(last, end)
+def _busy_fraction(instance: np.ndarray, begin: np.ndarray, finish: np.ndarray, start: float, end: float,
+                   weights: np.ndarray) -> float:
+    """Share of [start, end] each instance held at least one request (the union of its requests' intervals
+    [begin, finish]), averaged with `weights` (per instance index)."""
+    lo, hi = np.maximum(begin, start), np.minimum(finish, end)
     keep = hi > lo
     busy = 0.0
     for i in np.unique(instance[keep]):
@@ -100,14 +114,14 @@ def _busy_fraction(instance: np.ndarray, scheduled: np.ndarray, last: np.ndarray
         a, b = lo[mine][order], hi[mine][order]
         reach = np.maximum.accumulate(b)
         gaps = np.maximum(a[1:] - reach[:-1], 0.0).sum() if len(a) > 1 else 0.0
-        busy += float(reach[-1] - a[0] - gaps)
-    count = instances or max(len(np.unique(instance)), 1)
-    return min(busy / (count * (end - start)), 1.0)
+        busy += weights[i] * float(reach[-1] - a[0] - gaps)
+    return min(busy / (weights.sum() * (end - start)), 1.0)
 
 
-def steady_summary(records: pd.DataFrame, scenario: str, num_gpus: int, instances: int | None = None) -> dict:
+def steady_summary(records: pd.DataFrame, scenario: str, num_gpus: int, instances: int | None = None,
+                   instance_gpus: Sequence[int] | None = None) -> dict:
     """The steady-rate keys of a run summary (None where the run has no stationary window)."""
-    w = steady_window(records, scenario, instances)
+    w = steady_window(records, scenario, instances, instance_gpus)
     if w is None:
         return dict.fromkeys(STEADY_KEYS)
     return dict(zip(STEADY_KEYS, ([w.start_s, w.end_s], w.tokens_per_s, w.tokens_per_s / num_gpus, w.busy_fraction,

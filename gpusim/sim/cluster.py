@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import simpy
@@ -53,6 +53,8 @@ class SimStats:
     """Engine activity over time (batch, KV, queue, tokens), binned."""
     stopped_s: float | None = None
     """The simulated time a stop rule ended the run at, before every request completed (`Cluster.run`)."""
+    instance_gpus: list[int] = field(default_factory=list)
+    """GPUs of each instance, in the order of `busy_s` (busy fractions are weighted by them)."""
 
 
 class Cluster:
@@ -133,6 +135,7 @@ class Cluster:
             prefix_hit_rate=sum(c.hits_tokens for c in caches) / looked if looked else None,
             timeline=self.timeline,
             stopped_s=self.stopped_s,
+            instance_gpus=[p.gpus for p in self.placement],
         )
 
     def _source(self) -> Generator[simpy.Event, object, None]:
