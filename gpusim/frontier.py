@@ -166,7 +166,7 @@ def offline_rate(job: PointJob) -> float:
         "steady_output_tokens_per_s_per_gpu"] or 0.0)
 
 
-def _first_duration(setup: Setup, qps: float, seed: int) -> float:
+def first_duration(setup: Setup, qps: float, seed: int) -> float:
     """A first guess at the arrival time that turns a run over: TURNOVER × the p90 output × the analytic TPOT."""
     curve = analytic_curve(setup, seed, spacing="linear")
     tpot = float(np.interp(qps, curve["qps"], curve["tpot_s"]))  # QPS grows with the batch
@@ -198,7 +198,7 @@ def frontier(bases: list[Setup], scenario: str, limits: Limits, keep: int = 5, s
         raise InputError("command line", "scenario", f"{scenario}: a frontier serves arrivals; valid: "
                          + ", ".join(SERVER_LIKE))
     setups = [s for base in bases for s in screen(base, scenario, limits, keep, seed, log)]
-    jobs = [PointJob(s, scenario, q, _first_duration(s, q, seed), seed)
+    jobs = [PointJob(s, scenario, q, first_duration(s, q, seed), seed)
             for s in setups for q in _rates(s, limits, seed)]
     log(f"simulating {len(jobs)} points and {len(setups)} Offline references, {workers} at a time")
     runs = parallel_map(steady_run, jobs, workers)
@@ -243,5 +243,16 @@ def points_frame(points: list[FrontierPoint]) -> pd.DataFrame:
     return frame
 
 
-__all__ = ["FrontierPoint", "PointJob", "analytic_curve", "analytic_points", "frontier", "offline_rate",
-           "points_frame", "screen", "steady_run", "with_workload"]
+__all__ = [
+    "FrontierPoint",
+    "PointJob",
+    "analytic_curve",
+    "analytic_points",
+    "first_duration",
+    "frontier",
+    "offline_rate",
+    "points_frame",
+    "screen",
+    "steady_run",
+    "with_workload",
+]

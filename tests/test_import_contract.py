@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search", ("gpusim.search", "gpusim.best", "gpusim.submission", "gpusim.frontier")),
     ("validate", ("gpusim.validate",)),
     ("calibrate", ("gpusim.calibrate", "gpusim.fit_lengths")),
-    ("api", ("gpusim.api", "gpusim.sweep", "gpusim.compare")),
+    ("api", ("gpusim.api", "gpusim.sweep", "gpusim.compare", "gpusim.plan")),
     ("interface", ("gpusim.commands", "gpusim.cli", "gpusim")),
 ]
 """Lowest first: a module may import its own layer and those above it in this list, never one below."""

@@ -90,6 +90,23 @@ class Workload:
             a.flags.writeable = False
         return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes, name=name)
 
+    def at_rate(self, qps: float, duration_s: float) -> Workload:
+        """This open-loop workload replayed at a mean of `qps` requests per second for `duration_s` seconds: its
+        arrival times compressed (or stretched) by one factor, so its bursts keep their shape relative to the
+        mean, and the whole replayed again after itself as often as the duration needs (prefix hashes dropped:
+        a replay would hit the cache of its own earlier pass)."""
+        if self.closed_loop or len(self) < 2 or not qps > 0 or not duration_s > 0:
+            raise InputError(self.name, "qps", f"a replay needs an open-loop trace of two requests or more, a rate "
+                             f"> 0 and a duration > 0; got {len(self)} requests, {qps} QPS, {duration_s} s")
+        span = len(self) / qps  # one pass at the new rate, its last request a mean gap before the next pass
+        first, last = float(self.arrival_s[0]), float(self.arrival_s[-1])
+        arrivals = (self.arrival_s - first) * (span - 1 / qps) / max(last - first, 1e-12)
+        passes = max(1, int(np.ceil(duration_s / span)))
+        t = np.concatenate([arrivals + k * span for k in range(passes)])
+        keep = t < duration_s
+        return Workload.create(t[keep], np.tile(self.input_tokens, passes)[keep],
+                               np.tile(self.output_tokens, passes)[keep], name=f"{self.name}@{qps:g}qps")
+
 
 def _int_array(values: Sequence[int] | np.ndarray, source: str, field: str) -> np.ndarray:
     a = np.array(values)

@@ -1,0 +1,105 @@
+"""`gpusim plan`: how many systems of each candidate serve a traffic at a service level, and at what cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from gpusim.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="systems of each candidate that serve a traffic at a service level, verified "
+                       "by simulation, with cost per month and per million tokens")
+    p.add_argument("--hardware", required=True, help="candidate systems, separated by commas (shipped or by path)")
+    p.add_argument("--benchmark", required=True, help="the model and, without --trace, the lengths (deepseek-r1)")
+    p.add_argument("--qps", type=float, required=True, help="peak requests per second to serve")
+    p.add_argument("--trace", type=Path, help="replay this trace (Azure CSV, Mooncake JSONL, Vidur CSV) at --qps, "
+                   "its bursts kept; its lengths replace the benchmark's")
+    p.add_argument("--ttft-limit", type=float, help="p99 TTFT in seconds (default: the benchmark's Server limit)")
+    p.add_argument("--tpot-limit", type=float, help="p99 TPOT in seconds (default: the benchmark's Server limit)")
+    p.add_argument("--spare", type=int, default=0, help="systems that may be down with the level still held (N+k)")
+    p.add_argument("--costs", type=Path, help="YAML of cost overrides (capex_usd, usd_per_kwh, pue, ...)")
+    p.add_argument("--deployments", type=int, default=3, help="deployments tried per system (default 3)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="deployments simulated at once")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=_cmd_plan)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from gpusim.analysis.frontier import Limits
+    from gpusim.build import prepare
+    from gpusim.loadgen.traces import read_trace
+    from gpusim.plan import Traffic, plan
+    from gpusim.specs.benchmark import load_benchmark
+    from gpusim.specs.costs import CostOverrides
+    from gpusim.specs.loading import read_yaml, validate
+
+    for name in ("qps", "ttft_limit", "tpot_limit", "deployments", "workers"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise InputError("command line", name.replace("_", "-"), f"must be > 0, got {value}")
+    if args.spare < 0:
+        raise InputError("command line", "spare", f"must be >= 0, got {args.spare}")
+    bench = load_benchmark(args.benchmark)
+    own = bench.limits("server")
+    if own is None and (args.ttft_limit is None or args.tpot_limit is None):
+        raise InputError("command line", "benchmark", f"{bench.id} has no server latency limits; give --ttft-limit "
+                         "and --tpot-limit")
+    limits = Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
+                    args.tpot_limit or (own.tpot_s if own else math.inf))
+    costs = (validate(CostOverrides, read_yaml(args.costs), str(args.costs)).model_dump(exclude_none=True)
+             if args.costs is not None else None)
+    trace = read_trace(args.trace) if args.trace is not None else None
+    traffic = Traffic(args.qps, trace, f"{args.trace} at {args.qps:g} QPS" if trace is not None
+                      else f"Poisson arrivals of {bench.id}'s lengths at {args.qps:g} QPS")
+    log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    bases = [prepare(h.strip(), args.benchmark, scenario="server") for h in args.hardware.split(",") if h.strip()]
+    started = time.perf_counter()
+    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log)
+    doc = {"benchmark": bench.id, "traffic": traffic.label, "qps": args.qps, "spare": args.spare,
+           "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
+           "wall_s": time.perf_counter() - started, "plans": [asdict(p) for p in plans]}
+    print(json.dumps(doc) if args.json else format_plans(doc, limits.text()))
+    return 0
+
+
+def format_plans(doc: dict, limits: str) -> str:
+    """The plans as a text table, cheapest that meets the level first, and each verification's two runs."""
+    lines = [f"plan: {doc['traffic']}, {limits}" + (f", {doc['spare']} spare" if doc["spare"] else ""),
+             f"{'hardware':<14} {'systems':>7} {'GPUs':>6} {'QPS/system':>10} {'$/month':>11} {'$/M tok':>8} "
+             f"{'tok/s/MW':>10} {'J/tok':>6}  deployment"]
+    for p in doc["plans"]:
+        lines.append(f"{p['hardware']:<14} {p['systems']:>7} {p['gpus']:>6} {p['system_qps']:>10,.1f} "
+                     f"{_money(p['usd_per_month'], 11)} {_num(p['usd_per_million_tokens'], 8, '.3f')} "
+                     f"{_num(p['tokens_per_s_per_mw'], 10, ',.0f')} {_num(p['energy_j_per_token'], 6, '.3f')}  "
+                     f"{p['deployment']}")
+    lines.append("verification (the fleet without spares at the peak rate, and one system fewer):")
+    for p in doc["plans"]:
+        runs = [r for r in (p["fleet"], p["one_fewer"]) if r]
+        said = "; ".join(f"x{r['systems']} {'meets' if r['meets_limits'] else 'misses'} (p99 TTFT "
+                         f"{_ms(r['ttft_p99_s'])}, TPOT {_ms(r['tpot_p99_s'])})" for r in runs)
+        verdict = "verified" if p["verified"] else "NOT verified" if p["meets_sla"] else "does not meet the level"
+        lines.append(f"  {p['hardware']:<14} {verdict}: {said or 'no run'}")
+    lines.append(f"({doc['wall_s']:,.0f} s wall; runs are cached, a repeated plan costs nothing)")
+    return "\n".join(lines)
+
+
+def _money(v: float | None, width: int) -> str:
+    return f"{'—':>{width}}" if v is None else f"{'$' + format(v, ',.0f'):>{width}}"
+
+
+def _num(v: float | None, width: int, fmt: str) -> str:
+    return f"{'—':>{width}}" if v is None else f"{format(v, fmt):>{width}}"
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1e3:,.0f} ms"

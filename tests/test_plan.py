@@ -1,0 +1,98 @@
+"""`gpusim plan`: the inverse search, the verification's refits, cost arithmetic by hand, trace replay, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gpusim.plan as plan_mod
+from gpusim.analysis.frontier import Limits
+from gpusim.build import prepare
+from gpusim.cli import main
+from gpusim.loadgen.workload import Workload
+from gpusim.plan import FleetRun, Traffic, fleet_cost, highest_meeting_qps, verify
+
+LIMITS = Limits(2.0, 0.2)
+B200 = prepare("b200-hgx", "llama2-70b", scenario="server")
+
+
+def _run(n: int, meets: bool) -> FleetRun:
+    return FleetRun(n, meets, 1.0, 0.1, 1000.0, 0.5, 120.0)
+
+
+@pytest.mark.parametrize("start, calls", [(3, [3, 4, 5]), (7, [7, 6, 5, 4]), (5, [5, 4])])
+def test_the_verification_settles_on_the_smallest_fleet_that_meets(monkeypatch, start, calls):
+    tried = []
+
+    def fake(setup, traffic, limits, seed=0):
+        tried.append(setup.hardware.systems)
+        return _run(setup.hardware.systems, setup.hardware.systems >= 5)
+
+    monkeypatch.setattr(plan_mod, "fleet_run", fake)
+    n, fleet, fewer, verified = verify(B200, start, Traffic(100.0), LIMITS)
+    assert (n, fleet.systems, fewer.systems, verified) == (5, 5, 4, True)
+    assert tried == calls  # each fleet size simulated once
+
+
+def test_the_capacity_bisection_ends_within_its_ratio_under_the_true_limit(monkeypatch):
+    monkeypatch.setattr(plan_mod, "steady_run", lambda job: {"qps": job.qps})
+    monkeypatch.setattr(plan_mod, "meets_limits", lambda run, limits: run["qps"] <= 123.0)
+    q = highest_meeting_qps(B200, LIMITS)
+    assert 123.0 / plan_mod.BISECT_RATIO <= q <= 123.0
+
+
+def test_fleet_cost_by_hand():
+    costs = {"capex_usd": 360_000, "amortisation_years": 3, "usd_per_kwh": 0.1, "pue": 1.5,
+             "gpu_idle_fraction": 0.2, "gpu_busy_fraction": 1.0}
+    fleet = plan_mod.fleet_setup(B200, 2)
+    run = FleetRun(2, True, 1.0, 0.1, 10_000.0, 0.5, 120.0)
+    got = fleet_cost(fleet, serving=2, spare=1, run=run, costs=costs)
+    hw = B200.hardware
+    tdp, other = hw.gpu.tdp_w.value, hw.system.power_kw.value * 1e3 - 8 * hw.gpu.tdp_w.value
+    # by hand: a serving node's 8 GPUs at (0.2 + 0.8 · 0.5) of TDP, the spare's at 0.2, plus each node's other power
+    watts = 1.5 * (2 * (8 * tdp * 0.6 + other) + (8 * tdp * 0.2 + other))
+    month_h = 365.25 * 24 / 12
+    usd = 3 * 360_000 / 36 + watts / 1e3 * month_h * 0.1
+    assert got["power_kw"] == pytest.approx(watts / 1e3)
+    assert got["usd_per_month"] == pytest.approx(usd)
+    assert got["usd_per_million_tokens"] == pytest.approx(usd / (10_000 * month_h * 3600) * 1e6)
+    assert got["tokens_per_s_per_mw"] == pytest.approx(10_000 / (watts / 1e6))
+    assert got["energy_j_per_token"] == pytest.approx(watts / 10_000)
+
+
+def test_a_trace_replays_at_a_rate_with_its_shape():
+    trace = Workload.create([0.0, 1.0, 3.0], [10, 20, 30], [1, 2, 3], name="t")
+    got = trace.at_rate(1.5, 4.0)
+    # by hand: one pass lasts 3 / 1.5 = 2 s, its arrivals scaled onto [0, 2 - 1/1.5]; a second pass follows at 2 s
+    assert np.allclose(got.arrival_s, [0, 4 / 9, 4 / 3, 2, 2 + 4 / 9, 2 + 4 / 3])
+    assert list(got.input_tokens) == [10, 20, 30, 10, 20, 30]
+
+
+def test_a_plan_is_verified_by_simulation_and_names_each_sides_deployment(capsys):
+    assert main(["plan", "--hardware", "b200-hgx,b300-hgx", "--benchmark", "llama2-70b", "--qps", "600",
+                 "--deployments", "1", "--spare", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["plans"]) == 2
+    costs = [p["usd_per_month"] for p in doc["plans"]]
+    assert costs == sorted(costs)  # cheapest first
+    for p in doc["plans"]:
+        assert p["verified"] and p["meets_sla"] and p["fleet"]["meets_limits"]
+        assert p["one_fewer"] is None or not p["one_fewer"]["meets_limits"]
+        assert p["systems"] == p["fleet"]["systems"] + 1  # the spare
+        assert p["system_qps"] * p["fleet"]["systems"] >= 600 * 0.9  # the fleet's capacity covers the peak
+        assert p["deployment"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--qps", "600", "--tpot-limit", "0.000001"], "limits: no candidate meets"),
+    (["--qps", "-5"], "qps: must be > 0"),
+    (["--qps", "5", "--spare", "-1"], "spare: must be >= 0"),
+    (["--qps", "5", "--trace", "no/such.csv"], "cannot read trace"),
+])
+def test_bad_plans_are_one_line_and_exit_2(capsys, args, words):
+    assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--deployments", "1", "--quiet",
+                 *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
