@@ -12,7 +12,7 @@ import pytest
 from gpusim.analysis.frontier import Limits, meets_limits, on_front
 from gpusim.build import prepare
 from gpusim.cli import main
-from gpusim.frontier import PointJob, _first_duration, analytic_points, screen, steady_run, with_workload
+from gpusim.frontier import PointJob, analytic_points, first_duration, screen, steady_run, with_workload
 from gpusim.validate.fronts import front_distances, front_points, front_summary
 
 STEADY = {"steady_turned_over": True, "overloaded": False, "ttft_p99_s": 1.0, "tpot_p99_s": 0.05}
@@ -51,7 +51,7 @@ def test_a_run_too_short_to_turn_over_is_lengthened(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path))
     base = prepare("b200-hgx", "llama2-70b", scenario="server")
     qps = 0.5 * float(analytic_points(base, Limits(2.0, 0.2))["qps"].max())
-    assert _first_duration(base, qps, 0) >= 120.0
+    assert first_duration(base, qps, 0) >= 120.0
     run = steady_run(PointJob(base, "server", qps, 4.0, 0))  # 4 s: shorter than a request lives
     assert run["duration_s"] > 4.0 and run["steady_turned_over"]
     assert steady_run(PointJob(base, "server", qps, 4.0, 0)) == run  # cached by what decides it
