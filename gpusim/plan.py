@@ -39,9 +39,10 @@ from gpusim.frontier import (
     steady_run,
     with_workload,
 )
+from gpusim.loadgen.rules import ms_text
 from gpusim.loadgen.workload import Workload
 from gpusim.parallel import parallel_map
-from gpusim.simulation import run_workload
+from gpusim.simulation import build_workload, run_workload
 from gpusim.specs.benchmark import LengthDistribution
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.experiment import RunSpec
@@ -188,13 +189,8 @@ def fleet_run(setup: Setup, traffic: Traffic, limits: Limits, seed: int = 0) -> 
     while True:
         spec = RunSpec(hardware=setup.hardware.system.id, systems=setup.hardware.systems, benchmark=setup.bench.id,
                        scenario="server", qps=traffic.qps, deployment=setup.deployment, duration_s=duration, seed=seed)
-        workload = traffic.workload(duration)
-        if workload is None:
-            from gpusim.search import trial
-
-            s = trial(setup, "server", traffic.qps, duration, seed).result.summary
-        else:
-            s = run_workload(setup, spec, workload).summary
+        workload = traffic.workload(duration) or build_workload(spec, setup.bench, lambda: traffic.qps)
+        s = run_workload(setup, spec, workload).summary
         if is_steady(s) or s.get("overloaded") or duration >= MAX_RUN_S:
             break
         duration = min(MAX_RUN_S, 2 * duration)
@@ -222,7 +218,7 @@ def verify(setup: Setup, systems: int, traffic: Traffic, limits: Limits, seed: i
             runs[n] = fleet_run(fleet_setup(setup, n), traffic, limits, seed)
             r = runs[n]
             log(f"  {setup.hardware.id} x{n}: {'meets' if r.meets_limits else 'misses'} {limits.text()} "
-                f"(p99 TTFT {_ms(r.ttft_p99_s)}, TPOT {_ms(r.tpot_p99_s)})")
+                f"(p99 TTFT {ms_text(r.ttft_p99_s)}, TPOT {ms_text(r.tpot_p99_s)})")
         return runs[n]
 
     n = systems
@@ -236,10 +232,6 @@ def verify(setup: Setup, systems: int, traffic: Traffic, limits: Limits, seed: i
     fewer = runs.get(n - 1) if n > 1 else None
     verified = run(n).meets_limits and (fewer is None or not fewer.meets_limits)
     return n, run(n), fewer, verified
-
-
-def _ms(s: float | None) -> str:
-    return "—" if s is None else f"{s * 1e3:,.0f} ms"
 
 
 # ---- 4. cost ----------------------------------------------------------------------------------------

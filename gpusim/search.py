@@ -467,8 +467,8 @@ def kv_sized(hw: Hardware, model: ModelSpec, dep: AnyDeployment, lengths: Length
             caps[role] = cap
     if not caps:
         return dep
-    name = re.sub(r"-b\d+(?=-|$)", f"-b{next(iter(caps.values()))}", dep.name, count=1)
     if isinstance(dep, Deployment):
+        name = re.sub(r"-b\d+(?=-|$)", f"-b{caps['aggregated']}", dep.name, count=1)
         return dep.model_copy(update={"max_batch_size": caps["aggregated"], "name": name})
     decode = dep.decode.model_copy(update={"max_batch_size": caps["decode"]})
     return dep.model_copy(update={"decode": decode, "name": f"{dep.name}-b{caps['decode']}"})

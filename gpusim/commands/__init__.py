@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import argparse
-from typing import get_args
+import math
+from typing import TYPE_CHECKING, get_args
 
+from gpusim.errors import InputError
 from gpusim.specs.experiment import Timing
 
+if TYPE_CHECKING:
+    from gpusim.analysis.frontier import Limits
+
 TIMING_HELP = "kernel times: roofline (default) or NVIDIA's measured tables (needs gpusim[calibration])"
+
+
+def latency_limits(args: argparse.Namespace, benchmark: str, scenario: str) -> Limits:
+    """The p99 limits a command judges by: `--ttft-limit`/`--tpot-limit` (each > 0), else the benchmark's own for
+    `scenario`; InputError where the benchmark has none and the flags do not give both."""
+    from gpusim.analysis.frontier import Limits
+    from gpusim.specs.benchmark import load_benchmark
+
+    for name in ("ttft_limit", "tpot_limit"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise InputError("command line", name.replace("_", "-"), f"must be > 0, got {value}")
+    own = load_benchmark(benchmark).limits(scenario)
+    if own is None and (args.ttft_limit is None or args.tpot_limit is None):
+        raise InputError("command line", "scenario", f"{benchmark} has no {scenario} latency limits; give "
+                         "--ttft-limit and --tpot-limit, or a benchmark with them (gpusim list benchmarks)")
+    return Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
+                  args.tpot_limit or (own.tpot_s if own else math.inf))
 
 
 def add_timing(parser: argparse.ArgumentParser, default: str | None = "roofline", help: str = TIMING_HELP) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from gpusim.commands import latency_limits
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SERVER_LIKE
 
@@ -37,24 +37,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_frontier(args: argparse.Namespace) -> int:
-    from gpusim.analysis.frontier import Limits, draw_fronts
+    from gpusim.analysis.frontier import draw_fronts
     from gpusim.build import prepare
     from gpusim.frontier import frontier, points_frame, with_workload
     from gpusim.specs.benchmark import load_benchmark
 
-    for name in ("ttft_limit", "tpot_limit", "isl", "osl", "deployments", "workers"):
+    for name in ("isl", "osl", "deployments", "workers"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise InputError("command line", name.replace("_", "-"), f"must be > 0, got {value}")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("command line", "out", f"{args.out} exists and is not a directory")
     bench = load_benchmark(args.benchmark)
-    own = bench.limits(args.scenario)
-    if own is None and (args.ttft_limit is None or args.tpot_limit is None):
-        raise InputError("command line", "scenario", f"{bench.id} has no {args.scenario} latency limits; give "
-                         "--ttft-limit and --tpot-limit, or a benchmark with them (gpusim list benchmarks)")
-    limits = Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
-                    args.tpot_limit or (own.tpot_s if own else math.inf))
+    limits = latency_limits(args, bench.id, args.scenario)
     log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     bases = [with_workload(prepare(h.strip(), args.benchmark, scenario=args.scenario), args.scenario, limits,
                            args.isl, args.osl) for h in args.hardware.split(",") if h.strip()]

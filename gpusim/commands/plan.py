@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from gpusim.commands import latency_limits
 from gpusim.errors import InputError
+from gpusim.loadgen.rules import ms_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from gpusim.analysis.frontier import Limits
     from gpusim.build import prepare
     from gpusim.loadgen.traces import read_trace
     from gpusim.plan import Traffic, plan
@@ -43,19 +43,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from gpusim.specs.costs import CostOverrides
     from gpusim.specs.loading import read_yaml, validate
 
-    for name in ("qps", "ttft_limit", "tpot_limit", "deployments", "workers"):
+    for name in ("qps", "deployments", "workers"):  # --spare: `plan` checks it
         value = getattr(args, name)
         if value is not None and not value > 0:
-            raise InputError("command line", name.replace("_", "-"), f"must be > 0, got {value}")
-    if args.spare < 0:
-        raise InputError("command line", "spare", f"must be >= 0, got {args.spare}")
+            raise InputError("command line", name, f"must be > 0, got {value}")
     bench = load_benchmark(args.benchmark)
-    own = bench.limits("server")
-    if own is None and (args.ttft_limit is None or args.tpot_limit is None):
-        raise InputError("command line", "benchmark", f"{bench.id} has no server latency limits; give --ttft-limit "
-                         "and --tpot-limit")
-    limits = Limits(args.ttft_limit or (own.ttft_s if own else math.inf),
-                    args.tpot_limit or (own.tpot_s if own else math.inf))
+    limits = latency_limits(args, bench.id, "server")
     costs = (validate(CostOverrides, read_yaml(args.costs), str(args.costs)).model_dump(exclude_none=True)
              if args.costs is not None else None)
     trace = read_trace(args.trace) if args.trace is not None else None
@@ -86,7 +79,7 @@ def format_plans(doc: dict, limits: str) -> str:
     for p in doc["plans"]:
         runs = [r for r in (p["fleet"], p["one_fewer"]) if r]
         said = "; ".join(f"x{r['systems']} {'meets' if r['meets_limits'] else 'misses'} (p99 TTFT "
-                         f"{_ms(r['ttft_p99_s'])}, TPOT {_ms(r['tpot_p99_s'])})" for r in runs)
+                         f"{ms_text(r['ttft_p99_s'])}, TPOT {ms_text(r['tpot_p99_s'])})" for r in runs)
         verdict = "verified" if p["verified"] else "NOT verified" if p["meets_sla"] else "does not meet the level"
         lines.append(f"  {p['hardware']:<14} {verdict}: {said or 'no run'}")
     lines.append(f"({doc['wall_s']:,.0f} s wall; runs are cached, a repeated plan costs nothing)")
@@ -101,5 +94,3 @@ def _num(v: float | None, width: int, fmt: str) -> str:
     return f"{'—':>{width}}" if v is None else f"{format(v, fmt):>{width}}"
 
 
-def _ms(s: float | None) -> str:
-    return "—" if s is None else f"{s * 1e3:,.0f} ms"

@@ -10,7 +10,7 @@ from pathlib import Path
 from gpusim.analysis.describe import batch_limits, layout_text
 from gpusim.commands import add_timing
 from gpusim.errors import InputError
-from gpusim.loadgen.rules import SUBMISSION_DURATION_S
+from gpusim.loadgen.rules import SUBMISSION_DURATION_S, ms_text
 
 SCENARIOS = ["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
 
@@ -135,8 +135,8 @@ def _format_summary(s: dict) -> str:
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
         f"(LoadGen's, to the {'last-scheduled query' if s['scenario'] in ('server', 'interactive') else 'last'} "
         "completion)",
-        f"TTFT        p50 {_ms(s['ttft_p50_s'])}  p99 {_ms(s['ttft_p99_s'])}",
-        f"TPOT        p50 {_ms(s['tpot_p50_s'])}  p99 {_ms(s['tpot_p99_s'])}",
+        f"TTFT        p50 {ms_text(s['ttft_p50_s'])}  p99 {ms_text(s['ttft_p99_s'])}",
+        f"TPOT        p50 {ms_text(s['tpot_p50_s'])}  p99 {ms_text(s['tpot_p99_s'])}",
     ]
     for role, sources in s["kernel_sources"].items():
         table = [op for op, src in sources.items() if src == "table"]
@@ -174,8 +174,5 @@ def _verdict(s: dict) -> str:
                 f"{SUBMISSION_DURATION_S:,.0f} s, where long requests fill the batch, and reports that rate")
     return "VALID"
 
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:,.1f} ms"
 
 

@@ -201,20 +201,20 @@ class Checks:
         out = []
         if self.limits is not None:
             if not self.ttft_met:
-                out.append(f"TTFT constrain not met: p99 {_ms(self.ttft_p99_s)} > {_ms(self.limits[0])} limit; "
+                out.append(f"TTFT constrain not met: p99 {ms_text(self.ttft_p99_s)} > {ms_text(self.limits[0])} limit; "
                            "reduce target QPS to improve latency")
             if not self.tpot_met:
-                out.append(f"TPOT constrain not met: p99 {_ms(self.tpot_p99_s)} > {_ms(self.limits[1])} limit; "
+                out.append(f"TPOT constrain not met: p99 {ms_text(self.tpot_p99_s)} > {ms_text(self.limits[1])} limit; "
                            "reduce target QPS to improve latency")
             if not self.latency_met:
-                out.append(f"latency constrain not met: p99 {_ms(self.latency_p99_s)} > {_ms(self.latency_limit_s)} "
-                           "limit; reduce target QPS to improve latency")
+                out.append(f"latency constrain not met: p99 {ms_text(self.latency_p99_s)} > "
+                           f"{ms_text(self.latency_limit_s)} limit; reduce target QPS to improve latency")
         if not self.min_duration_met:
             what = "last scheduled query" if self.scenario in SERVER_LIKE else "max latency"
             out.append(f"min duration not met: {what} at {self.duration_s:.1f} s < {self.min_duration_s:.1f} s")
         if not self.min_queries_met:
             out.append(f"min queries not met: {self.queries_issued} < {self.min_query_count}")
-        out.extend(f"{e.metric} early stopping not met: {e.overlatency} samples over {_ms(e.limit_s)}, "
+        out.extend(f"{e.metric} early stopping not met: {e.overlatency} samples over {ms_text(e.limit_s)}, "
                    f"{e.queries_issued} queries issued, {e.min_queries} needed"
                    for e in self.early_stopping if not e.met)
         if self.stopped_s is not None:
@@ -292,5 +292,6 @@ def _none_if_nan(v: float) -> float | None:
     return None if v != v else v
 
 
-def _ms(v: float | None) -> str:
+def ms_text(v: float | None) -> str:
+    """Seconds as milliseconds for messages (`-` for none)."""
     return "-" if v is None else f"{v * 1e3:,.1f} ms"
