@@ -13,6 +13,9 @@ For each candidate system:
    system and is run again; one whose smaller neighbour also meets gives one up. Both runs are in the answer.
 4. **Cost** (`fleet_cost`): each system's price amortised per month, and the facility power of the serving systems
    at their measured utilisation and of the spares idle (`analysis.energy`), at the shipped or given prices.
+5. **Growth** (`horizon`): where the peak grows by a factor a year, each later year's fleet is the verified one
+   scaled with the peak (ceil(systems x growth), so no system carries more than in the verified run), its power at
+   the load per system that implies; the cost of each year and of the whole horizon.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -70,6 +73,29 @@ class Traffic:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """The peak rate's growth: times `factor` each year, over `years` years (the default: one year, no growth)."""
+
+    factor: float = 1.0
+    years: int = 1
+
+    def peaks(self, qps: float) -> list[float]:
+        """The peak rate in each year of the horizon."""
+        return [qps * self.factor ** y for y in range(self.years)]
+
+
+@dataclass(frozen=True)
+class Year:
+    """One year of a plan's horizon."""
+
+    year: int
+    qps: float
+    systems: int
+    """Systems to buy by then, spares included."""
+    usd_per_month: float | None
+
+
+@dataclass(frozen=True)
 class FleetRun:
     """One verification run of a fleet at the peak rate."""
 
@@ -105,6 +131,9 @@ class Plan:
     tokens_per_s_per_mw: float | None
     energy_j_per_token: float | None
     power_kw: float
+    years: list[Year]
+    """The horizon year by year (`horizon`); one year without growth."""
+    usd_over_horizon: float | None
 
 
 # ---- 1. one system ----------------------------------------------------------------------------------
@@ -257,14 +286,33 @@ def fleet_cost(hardware_of: Setup, serving: int, spare: int, run: FleetRun, cost
             "energy_j_per_token": power_w / tps if tps else None}
 
 
+def horizon(fleet: Setup, spare: int, run: FleetRun, qps: float, growth: Growth, costs: Mapping | None = None
+            ) -> list[Year]:
+    """Each year's fleet and monthly cost as the peak grows from `qps` (module docstring, 5): the verified `run` of
+    `fleet` scaled with the peak, the tokens served and each system's load with it."""
+    years = []
+    for y, peak in enumerate(growth.peaks(qps)):
+        load = peak / qps
+        serving = max(1, math.ceil(run.systems * load - 1e-9))
+        util = None if run.utilisation is None else min(1.0, run.utilisation * load * run.systems / serving)
+        tokens = None if run.steady_tokens_per_s is None else run.steady_tokens_per_s * load
+        scaled = replace(run, systems=serving, utilisation=util, steady_tokens_per_s=tokens)
+        month = fleet_cost(fleet, serving, spare, scaled, costs)["usd_per_month"]
+        years.append(Year(y + 1, peak, serving + spare, month))
+    return years
+
+
 # ---- the plan ---------------------------------------------------------------------------------------
 def plan(bases: list[Setup], traffic: Traffic, limits: Limits, spare: int = 0, costs: Mapping | None = None,
-         keep: int = 3, seed: int = 0, workers: int = 1, log: Log = lambda _: None) -> list[Plan]:
+         keep: int = 3, seed: int = 0, workers: int = 1, log: Log = lambda _: None, growth: Growth = Growth()
+         ) -> list[Plan]:
     """Every candidate's plan, cheapest first among those that meet the level (module docstring)."""
     if not traffic.qps > 0:
         raise InputError("command line", "qps", f"must be > 0, got {traffic.qps}")
     if spare < 0:
         raise InputError("command line", "spare", f"must be >= 0, got {spare}")
+    if not growth.factor > 0 or growth.years < 1:
+        raise InputError("command line", "growth", f"must be a factor > 0 over >= 1 year, got {growth}")
     out = []
     for base in bases:
         setup = traffic_setup(base, traffic, limits)
@@ -275,20 +323,23 @@ def plan(bases: list[Setup], traffic: Traffic, limits: Limits, spare: int = 0, c
         if q1 <= 0:
             log(f"{base.hardware.id}: no deployment meets {limits.text()}")
             out.append(Plan(base.hardware.id, 0, spare, 0, "none", 0.0, False, False, None, None,
-                            None, None, None, None, 0.0))
+                            None, None, None, None, 0.0, [], None))
             continue
         n, run, fewer, verified = verify(best, math.ceil(traffic.qps / q1), traffic, limits, seed, log)
         fleet = fleet_setup(best, n)
         cost = fleet_cost(fleet, n, spare, run, costs)
+        years = horizon(fleet, spare, run, traffic.qps, growth, costs)
+        months = [y.usd_per_month for y in years]
+        total = None if None in months else 12 * sum(m for m in months if m is not None)
         out.append(Plan(base.hardware.id, n + spare, spare, (n + spare) * base.hardware.system.gpus,
                         best.deployment.name, q1, run.meets_limits, verified, run, fewer, cost["usd_per_month"],
                         cost["usd_per_million_tokens"], cost["tokens_per_s_per_mw"], cost["energy_j_per_token"],
-                        cost["power_kw"]))
+                        cost["power_kw"], years, total))
     if not any(p.meets_sla for p in out):
         raise InputError("command line", "limits", f"no candidate meets {limits.text()} at {traffic.qps:g} QPS ("
                          + ", ".join(p.hardware for p in out) + "); valid: looser limits or other hardware")
     return sorted(out, key=lambda p: (not p.meets_sla, p.usd_per_month if p.usd_per_month is not None else math.inf))
 
 
-__all__ = ["FleetRun", "Plan", "Traffic", "fleet_cost", "fleet_run", "fleet_setup", "highest_meeting_qps", "plan",
-           "system_capacity", "traffic_setup", "verify"]
+__all__ = ["FleetRun", "Growth", "Plan", "Traffic", "Year", "fleet_cost", "fleet_run", "fleet_setup",
+           "highest_meeting_qps", "horizon", "plan", "system_capacity", "traffic_setup", "verify"]

@@ -12,7 +12,7 @@ from gpusim.analysis.frontier import Limits
 from gpusim.build import prepare
 from gpusim.cli import main
 from gpusim.loadgen.workload import Workload
-from gpusim.plan import FleetRun, Traffic, fleet_cost, highest_meeting_qps, verify
+from gpusim.plan import FleetRun, Growth, Traffic, fleet_cost, highest_meeting_qps, horizon, verify
 
 LIMITS = Limits(2.0, 0.2)
 B200 = prepare("b200-hgx", "llama2-70b", scenario="server")
@@ -62,6 +62,19 @@ def test_fleet_cost_by_hand():
     assert got["energy_j_per_token"] == pytest.approx(watts / 10_000)
 
 
+def test_the_horizon_scales_the_verified_fleet_with_the_peak():
+    fleet = plan_mod.fleet_setup(B200, 3)
+    run = FleetRun(3, True, 1.0, 0.1, 9_000.0, 0.6, 120.0)
+    costs = {"capex_usd": 300_000}
+    years = horizon(fleet, 1, run, 100.0, Growth(1.5, 3), costs)
+    # by hand: peaks 100, 150, 225 QPS; serving ceil(3 x 1, 1.5, 2.25) = 3, 5, 7 systems, each spare-padded by one
+    assert [(y.year, y.qps, y.systems) for y in years] == [(1, 100.0, 4), (2, 150.0, 6), (3, 225.0, 8)]
+    # year 3: 7 systems carry 2.25 x the tokens, each at 0.6 x 2.25 x 3 / 7 of the busy time
+    by_hand = FleetRun(7, True, 1.0, 0.1, 9_000.0 * 2.25, 0.6 * 2.25 * 3 / 7, 120.0)
+    assert years[2].usd_per_month == pytest.approx(fleet_cost(fleet, 7, 1, by_hand, costs)["usd_per_month"])
+    assert years[0].usd_per_month == pytest.approx(fleet_cost(fleet, 3, 1, run, costs)["usd_per_month"])
+
+
 def test_a_trace_replays_at_a_rate_with_its_shape():
     trace = Workload.create([0.0, 1.0, 3.0], [10, 20, 30], [1, 2, 3], name="t")
     got = trace.at_rate(1.5, 4.0)
@@ -90,6 +103,10 @@ def test_a_plan_is_verified_by_simulation_and_names_each_sides_deployment(capsys
     (["--qps", "-5"], "qps: must be > 0"),
     (["--qps", "5", "--spare", "-1"], "spare: must be >= 0"),
     (["--qps", "5", "--trace", "no/such.csv"], "cannot read trace"),
+    (["--qps", "5", "--growth", "fast"], "growth: got 'fast'; valid: a number > 0 such as 2x/year"),
+    (["--qps", "5", "--horizon", "2.5y"], "horizon: got '2.5y'; valid"),
+    (["--qps", "5", "--tokens-per-user", "50", "--tpot-limit", "0.02"], "give --tokens-per-user or --tpot-limit"),
+    (["--qps", "5", "--tokens-per-user", "0"], "tokens-per-user: must be > 0"),
 ])
 def test_bad_plans_are_one_line_and_exit_2(capsys, args, words):
     assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--deployments", "1", "--quiet",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -25,8 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "its bursts kept; its lengths replace the benchmark's")
     p.add_argument("--ttft-limit", type=float, help="p99 TTFT in seconds (default: the benchmark's Server limit)")
     p.add_argument("--tpot-limit", type=float, help="p99 TPOT in seconds (default: the benchmark's Server limit)")
+    p.add_argument("--tokens-per-user", type=float, help="tokens/s each user sees while generating: a p99 TPOT "
+                   "limit of 1 / this (instead of --tpot-limit)")
     p.add_argument("--spare", type=int, default=0, help="systems that may be down with the level still held (N+k)")
     p.add_argument("--costs", type=Path, help="YAML of cost overrides (capex_usd, usd_per_kwh, pue, ...)")
+    p.add_argument("--growth", default="1", help="the peak's growth a year, e.g. 2x/year (default: none)")
+    p.add_argument("--horizon", default="1y", help="years the plan covers, e.g. 3y (default 1y)")
     p.add_argument("--deployments", type=int, default=3, help="deployments tried per system (default 3)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="deployments simulated at once")
     p.add_argument("--seed", type=int, default=0)
@@ -38,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from gpusim.build import prepare
     from gpusim.loadgen.traces import read_trace
-    from gpusim.plan import Traffic, plan
+    from gpusim.plan import Growth, Traffic, plan
     from gpusim.specs.benchmark import load_benchmark
     from gpusim.specs.costs import CostOverrides
     from gpusim.specs.loading import read_yaml, validate
@@ -56,13 +61,33 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                       else f"Poisson arrivals of {bench.id}'s lengths at {args.qps:g} QPS")
     log = (lambda _: None) if args.quiet or args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     bases = [prepare(h.strip(), args.benchmark, scenario="server") for h in args.hardware.split(",") if h.strip()]
+    growth = Growth(_number(args.growth, "growth", ("x/year", "x/yr", "x")), int(_number(args.horizon, "horizon",
+                                                                                        ("years", "year", "y"))))
     started = time.perf_counter()
-    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log)
+    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log, growth)
     doc = {"benchmark": bench.id, "traffic": traffic.label, "qps": args.qps, "spare": args.spare,
+           "growth_per_year": growth.factor, "horizon_years": growth.years,
            "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
            "wall_s": time.perf_counter() - started, "plans": [asdict(p) for p in plans]}
     print(json.dumps(doc) if args.json else format_plans(doc, limits.text()))
     return 0
+
+
+def _number(text: str, field: str, units: tuple[str, ...]) -> float:
+    """`text` as a number, one of `units` after it allowed (2x/year, 3y); InputError otherwise."""
+    body = text.strip().lower()
+    for unit in units:
+        if body.endswith(unit):
+            body = body[: -len(unit)]
+            break
+    try:
+        value = float(body)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or (field == "horizon" and value != int(value)):
+        raise InputError("command line", field, f"got {text!r}; valid: a number > 0 such as "
+                         + ("2x/year" if field == "growth" else "3y (whole years)"))
+    return value
 
 
 def format_plans(doc: dict, limits: str) -> str:
@@ -82,6 +107,14 @@ def format_plans(doc: dict, limits: str) -> str:
                          f"{ms_text(r['ttft_p99_s'])}, TPOT {ms_text(r['tpot_p99_s'])})" for r in runs)
         verdict = "verified" if p["verified"] else "NOT verified" if p["meets_sla"] else "does not meet the level"
         lines.append(f"  {p['hardware']:<14} {verdict}: {said or 'no run'}")
+    if doc["horizon_years"] > 1:
+        lines.append(f"over {doc['horizon_years']} years at {doc['growth_per_year']:g}x a year (each year's fleet the "
+                     "verified one scaled with the peak):")
+        for p in doc["plans"]:
+            if p["years"]:
+                said = "; ".join(f"year {y['year']} {y['qps']:,.0f} QPS x{y['systems']} {_money(y['usd_per_month'], 0)}"
+                                 f"/month" for y in p["years"])
+                lines.append(f"  {p['hardware']:<14} {said}; total {_money(p['usd_over_horizon'], 0)}")
     lines.append(f"({doc['wall_s']:,.0f} s wall; runs are cached, a repeated plan costs nothing)")
     return "\n".join(lines)
 
