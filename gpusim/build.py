@@ -69,6 +69,12 @@ class Setup:
             p.deployment.max_batch_size > lengths.kv_batch(p.kv_capacity_tokens)
             for p in self.pools if p.role in ("aggregated", "decode"))
 
+    def in_flight(self, seed: int = 0) -> int:
+        """Sequences the decoding pool holds at a full batch (its batch cap or, below it, what its KV holds)."""
+        lengths = self.lengths(seed)
+        p = self.pools[-1]
+        return p.count * min(p.deployment.max_batch_size, lengths.kv_batch(p.kv_capacity_tokens))
+
     def single_stream_qps(self, seed: int = 0) -> float:
         """Requests per second with one request in flight: every pool in turn at a batch of one."""
         lengths = self.lengths(seed)

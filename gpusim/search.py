@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from gpusim.build import Setup
@@ -34,7 +34,6 @@ from gpusim.errors import InputError
 from gpusim.items import is_item
 from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
-from gpusim.loadgen.metrics import loadgen_rates
 from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import Lengths, instance_rate
 from gpusim.perf.memory import plan_memory
@@ -75,8 +74,8 @@ class Trial:
 
     @property
     def tokens_per_s(self) -> float:
-        """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`)."""
-        return loadgen_rates(self.result.requests, self.checks.scenario)[1]
+        """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`, over the whole run)."""
+        return self.result.summary["output_tokens_per_s"]
 
 
 def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: float | None = None,
@@ -94,6 +93,8 @@ def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: flo
     result = run_setup(setup, spec, lambda: expected_qps(setup, scenario, seed), stop_when_invalid)
     queries = result.summary["issued_requests"]
     checks = rules.check(result.requests, bench, scenario, queries, min_duration)
+    if (result.summary["run_length"] or {}).get("skipped_requests"):  # judged as the whole run (run_length.py)
+        checks = replace(checks, duration_s=result.summary["simulated_s"])
     if (stop := result.summary["stopped"]) is not None:
         checks = rules.stopped(checks, stop["overlatency"], queries, stop["last_arrival_s"], stop["at_s"])
     result.summary.update(valid=checks.valid, invalid_reason=checks.reason)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gpusim import run_length
 from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.steady import started_share, steady_summary
+from gpusim.analysis.steady import TokenCount, started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.deploy import deployment_origin
 from gpusim.loadgen import rules, scenarios
@@ -104,16 +105,57 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
     `stopped` then says when, how many requests were past the TTFT limit and when its last query arrives."""
     if spec.scenario == "singlestream":  # one request in flight: sized by the latency of one, not a full batch
         expected_qps = partial(setup.single_stream_qps, spec.seed)
+    if spec.scenario == "offline" and spec.run_length == "converged":
+        return converged_offline_run(setup, spec, offline_samples(spec, setup.bench, expected_qps))
     workload = build_workload(spec, setup.bench, expected_qps)
     stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
     return run_workload(setup, spec, workload, stop)
+
+
+def converged_offline_run(setup: Setup, spec: RunSpec, samples: int) -> Result:
+    """An Offline run of `samples`, simulated only as far as its steady rate needs (`run_length`)."""
+    walls: list[float] = []
+
+    def prefix(n: int) -> tuple[pd.DataFrame, TokenCount, tuple]:
+        workload = scenarios.offline(setup.bench, spec.seed, samples=n)
+        records, stats, wall = setup.simulate(workload)
+        walls.append(wall)
+        return records, _produced(stats, records), (workload, records, stats)
+
+    found = run_length.converged_offline(setup.bench, samples, spec.seed, setup.in_flight(spec.seed), prefix)
+    if found is None:
+        workload = scenarios.offline(setup.bench, spec.seed, samples=samples)
+        records, stats, wall = setup.simulate(workload)
+        how = run_length.RunLength("every sample simulated (the steady rate needed most of the run)", samples,
+                                   samples)
+        return result_of(setup, spec, workload, records, stats, wall + sum(walls), length=how)
+    (workload, records, stats), how = found
+    return result_of(setup, spec, workload, records, stats, sum(walls), length=how)
+
+
+def _produced(stats: SimStats, records: pd.DataFrame) -> TokenCount | None:
+    """Output tokens the engine produced in an interval: its timeline's decode tokens and the first tokens."""
+    if stats.timeline is None:
+        return None
+    timeline, first = stats.timeline, np.sort(records["first_token_s"].dropna().to_numpy(np.float64))
+
+    def produced(start_s: float, end_s: float) -> float:
+        firsts = np.searchsorted(first, end_s, side="right") - np.searchsorted(first, start_s, side="left")
+        return timeline.output_tokens_between(start_s, end_s) + float(firsts)
+    return produced
 
 
 def run_workload(setup: Setup, spec: RunSpec, workload: Workload, stop: InvalidStop | None = None) -> Result:
     """Simulate `workload` on `setup` and summarise it as a run of `spec`'s scenario (`run_setup` builds the
     workload from the spec; a replayed trace comes ready, `Workload.at_rate`)."""
     records, stats, wall = setup.simulate(workload, stop)
-    summary = summarize_run(spec, setup, workload, records, stats, wall)
+    return result_of(setup, spec, workload, records, stats, wall, stop)
+
+
+def result_of(setup: Setup, spec: RunSpec, workload: Workload, records: pd.DataFrame, stats: SimStats, wall: float,
+              stop: InvalidStop | None = None, length: run_length.RunLength | None = None) -> Result:
+    """A simulated run's result: its summary (extended by a skipped middle, `length`) and what reports draw."""
+    summary = summarize_run(spec, setup, workload, records, stats, wall, length)
     summary["stopped"] = None if stats.stopped_s is None else {
         "at_s": stats.stopped_s, "overlatency": stop.overlatency,
         "last_arrival_s": float(workload.arrival_s.max()), "served_tokens_per_s": stop.served_tokens_per_s(),
@@ -124,8 +166,9 @@ def run_workload(setup: Setup, spec: RunSpec, workload: Workload, stop: InvalidS
 
 
 def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.DataFrame, stats: SimStats,
-                  wall: float) -> dict:
-    """The JSON summary of a finished run."""
+                  wall: float, length: run_length.RunLength | None = None) -> dict:
+    """The JSON summary of a finished run; an Offline run whose middle was skipped (`length`) reports the LoadGen
+    figures of the whole run and says what it simulated (`run_length`)."""
     hw, dep, bench = setup.hardware, setup.deployment, setup.bench
     summary = {
         "hardware": hw.id,
@@ -143,7 +186,8 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
                    "kv_capacity_tokens": p.kv_capacity_tokens} for p in setup.pools],
         "kv_capacity_tokens_per_instance": setup.pools[-1].kv_capacity_tokens,
         **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
-        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances, stats.instance_gpus),
+        **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances, stats.instance_gpus,
+                         _produced(stats, records)),
         **conformance(records, setup, spec.scenario, len(workload)),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
@@ -155,9 +199,16 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "kernel_sources": {p.role: p.cost.timer.sources for p in setup.pools
                            if isinstance(p.cost, StepCostModel) and isinstance(p.cost.timer, TableTimer)},
         "wall_s": wall,
+        "run_length": None,
     }
+    busy = list(stats.busy_s)
+    if length is not None:
+        length.extend(summary, busy)
+        summary.update(conformance(records, setup, spec.scenario, length.issued_requests, summary["simulated_s"]),
+                       issued_requests=length.issued_requests, run_length=length.as_dict())
     summary.update(result_fields(bench, spec.scenario, summary, records))
-    summary.update(energy_and_cost(summary, hw, stats, spec.costs and spec.costs.model_dump(exclude_none=True)))
+    summary.update(energy_and_cost(summary, hw, replace(stats, busy_s=busy),
+                                   spec.costs and spec.costs.model_dump(exclude_none=True)))
     return _plain(summary)
 
 
@@ -167,7 +218,8 @@ cost model's rate at a full batch, `Setup.expected_qps`), or when fewer than thi
 arrived in the second half of its arrivals got their first token by then (the queue grows without bound)."""
 
 
-def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int) -> dict:
+def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int, duration_s: float | None = None
+                ) -> dict:
     """What a run can and cannot claim by LoadGen's rules: `conformant` (min duration and query count met,
     the reasons when not), `latency_met` (the p99 limits, all a short run can judge), `valid` (the whole
     verdict: never true for a run that is not conformant) and, for Server-like runs, whether the offered
@@ -179,6 +231,8 @@ def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int)
     if scenario not in ("offline", *SERVER_LIKE):
         return out
     checks = rules.check(records, setup.bench, scenario, issued)
+    if duration_s is not None:  # an Offline run whose middle was skipped (`run_length`): the whole run's
+        checks = replace(checks, duration_s=duration_s, queries_issued=issued)
     reasons = [r for r in checks.reasons if r.startswith(("min duration", "min queries"))]
     out.update(conformant=not reasons, conformance_reasons=reasons)
     if scenario in SERVER_LIKE:
@@ -190,14 +244,18 @@ def conformance(records: pd.DataFrame, setup: Setup, scenario: str, issued: int)
     return out
 
 
+def offline_samples(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> int:
+    """An Offline run's samples: `spec.samples`, else LoadGen's count for its min duration (`build_workload`)."""
+    return spec.samples or scenarios.offline_sample_count(bench, expected_qps(),
+                                                          spec.duration_s or rules.SUBMISSION_DURATION_S)
+
+
 def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[], float]) -> Workload:
     """The requests a scenario issues. Offline is sized from the expected QPS as LoadGen sizes it for a min
     duration: `spec.duration_s`, else as long as submitters run (`rules.SUBMISSION_DURATION_S`, as `gpusim
     mlperf` does), so the drain of the last long generations weighs in a run as it does in a submission."""
     if spec.scenario == "offline":
-        duration = spec.duration_s or rules.SUBMISSION_DURATION_S
-        samples = spec.samples or scenarios.offline_sample_count(bench, expected_qps(), duration)
-        return scenarios.offline(bench, spec.seed, samples=samples)
+        return scenarios.offline(bench, spec.seed, samples=offline_samples(spec, bench, expected_qps))
     if spec.scenario in ("server", "interactive"):
         return scenarios.server(bench, spec.qps, spec.seed, duration_s=spec.duration_s or bench.min_duration_s,
                                 samples=spec.samples)

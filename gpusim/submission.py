@@ -117,7 +117,6 @@ def best_for(run: SearchRun, log: Log = lambda _: None) -> Found:
 def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]:
     """The JSON object and the mlperf_log_summary.txt text of one `gpusim mlperf` result."""
     from gpusim.analysis.mlperf import log_summary
-    from gpusim.loadgen.metrics import loadgen_rates
 
     wanted = run.search and run.deployment in (None, "best")
     setup = question_setup(run, None if wanted else run.deployment, run.deployment or "command line")
@@ -143,7 +142,7 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
     else:
         t = trial(setup, run.scenario, run.qps, run.duration_s, run.seed)
     s, chosen = t.result.summary, t.result.summary["deployment"]
-    samples_per_s, tokens_per_s = loadgen_rates(t.result.requests, run.scenario)
+    samples_per_s, tokens_per_s = s["samples_per_s"], s["output_tokens_per_s"]  # the whole run's (run_length.py)
     out = {
         "hardware": run.hardware, "systems": run.systems, "benchmark": run.benchmark, "scenario": run.scenario,
         "num_gpus": s["num_gpus"],
@@ -162,6 +161,10 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
     notes: dict[str, object] = {"deployment": _describe(chosen, s["instances"]),
                                 "simulated s (wall s)": f"{s['simulated_s']:.1f} ({s['wall_s']:.2f})",
                                 "kernel timing": run.timing}
+    if (how := s.get("run_length") or {}).get("skipped_requests"):
+        notes["run length"] = (f"{how['simulated_requests']:,} of {how['issued_requests']:,} samples simulated, "
+                               f"{how['skipped_s']:,.0f} s of the stationary middle at its steady rate "
+                               f"(±{100 * how['uncertainty']:.1f}%)")
     if peak is not None and server:
         out.update(peak_search_runs=peak.runs, limited_by=peak.limit, lowest_invalid_qps=peak.search.lowest_invalid)
         notes.update({"peak QPS": f"{peak.search.peak:.3f} (VALID); {peak.search.lowest_invalid:.3f} INVALID",

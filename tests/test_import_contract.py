@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sim", ("gpusim.sim",)),
     ("analysis", ("gpusim.analysis",)),
     ("setup", ("gpusim.defaults", "gpusim.items", "gpusim.deploy", "gpusim.build", "gpusim.simulation",
-               "gpusim.parallel")),
+               "gpusim.run_length", "gpusim.parallel")),
     ("search", ("gpusim.search", "gpusim.best", "gpusim.submission", "gpusim.frontier")),
     ("validate", ("gpusim.validate",)),
     ("calibrate", ("gpusim.calibrate", "gpusim.fit_lengths")),

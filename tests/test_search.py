@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
 from gpusim.build import prepare
 from gpusim.deploy import rule_deployment
 from gpusim.search import (
-    RANK_BAND,
     SCREEN_KEEP,
     FullRuns,
     balanced,
@@ -127,14 +127,16 @@ def test_search_returns_a_valid_best_among_the_ranked():
     assert sr.best.setup.deployment.name == sr.ranked[0].setup.deployment.name
 
 
-def test_server_finalists_near_the_best_probe_are_walked_and_ranked_on_their_full_length_peaks():
+def test_server_finalists_near_the_best_probe_are_walked_and_ranked_on_their_full_length_peaks(monkeypatch):
     """Probes place a peak to within several percent, so every finalist whose probe expects a peak near the
     best expectation is walked to its flip; the search returns the one serving the most there. It starts from
-    the best layout's other token budget, which the screen puts level with it, so two finalists are near."""
+    the best layout's other token budget, whose probe expects 11% less (the engine's own count of what an
+    overloaded 60 s run served), and widens the band to take both in."""
+    monkeypatch.setattr(sys.modules["gpusim.search"], "RANK_BAND", 0.85)  # gpusim.search is also a function
     start = SMALL.with_deployment(SMALL.deployment.model_copy(update={"max_num_tokens": 8192, "name": "b1024-t8192"}))
     sr = search_deployments(start, "server", duration_s=60.0, screen=3, finalists=2)
     by_expected = sorted(sr.ranked, key=lambda r: -r.expected_peak)
-    near = [r for r in by_expected[:2] if r.expected_peak >= RANK_BAND * by_expected[0].expected_peak]
+    near = [r for r in by_expected[:2] if r.expected_peak >= 0.85 * by_expected[0].expected_peak]
     walked = [r for r in sr.ranked if r.peak.confirmed]
     assert len(sr.ranked) >= 2 and len(near) == 2 and {id(r) for r in walked} == {id(r) for r in near}
     assert sr.best is walked[0].peak and all(r.peak.trial.valid for r in walked)

@@ -27,3 +27,5 @@ def test_the_table_says_whether_each_target_is_met(benchmark_script):
     assert speed.verdict(fast).endswith("met (10.0 s)")
     assert "MISSED (30.5 s)" in speed.verdict(slow)
     assert "MISSED" in speed.verdict({"target": "azure", "wall_s": 1.2}) and speed.verdict({"target": ""}) == "-"
+    assert speed.verdict({"target": "default", "wall_s": 59.0, "peak_rss_mb": 700}).endswith(": met")
+    assert speed.verdict({"target": "default", "wall_s": 59.0, "peak_rss_mb": 9_900}).endswith("MISSED")

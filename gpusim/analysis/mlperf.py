@@ -46,7 +46,8 @@ def log_summary(summary: dict, requests: pd.DataFrame, checks: Checks, notes: di
              f"Scenario : {'Server' if server else 'Offline'}"
              + (" (Interactive limits)" if checks.scenario == "interactive" else ""),
              "Mode     : PerformanceOnly"]
-    samples_per_s, tokens_per_s = loadgen_rates(requests, checks.scenario)
+    samples_per_s, tokens_per_s = ((summary["samples_per_s"], summary["output_tokens_per_s"])
+                                   if "samples_per_s" in summary else loadgen_rates(requests, checks.scenario))
     if server:
         lines += [f"Completed samples per second    : {samples_per_s:.2f}",
                   f"Completed tokens per second: {tokens_per_s:.2f}"]

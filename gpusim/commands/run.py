@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for "
                         "(default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
+    r.add_argument("--full", dest="run_length", action="store_const", const="full",
+                   help="Offline: simulate every sample (default: until the steady rate is known, the rest of the "
+                        "stationary middle skipped; the output says how much and the figure's uncertainty)")
     r.add_argument("--seed", type=int)
     r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
                    "hardware_profiles/costs.yaml)")
@@ -49,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
-               "deployment", "duration_s", "samples", "seed", "oversubscription", "timing")
+               "deployment", "duration_s", "samples", "run_length", "seed", "oversubscription", "timing")
 
 
 def _qps(text: str) -> float | str:
@@ -132,6 +135,7 @@ def _format_summary(s: dict) -> str:
         *([f"            ({s['deployment_origin']})"] if _worth_saying(s.get("deployment_origin")) else []),
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "
         f"in {s['simulated_s']:.1f} simulated s ({s['wall_s']:.2f} s wall)",
+        *([_run_length_text(s["run_length"])] if (s.get("run_length") or {}).get("skipped_requests") else []),
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
         f"(LoadGen's, to the {'last-scheduled query' if s['scenario'] in ('server', 'interactive') else 'last'} "
         "completion)",
@@ -163,6 +167,13 @@ def _format_summary(s: dict) -> str:
         lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "
                      f"(steady-state estimate); {s['started_share']:.0%} of the late arrivals started by the end")
     return "\n".join(lines)
+
+
+def _run_length_text(r: dict) -> str:
+    """What an Offline run simulated and skipped (`gpusim/run_length.py`)."""
+    return (f"run length  simulated {r['simulated_requests']:,} of {r['issued_requests']:,} requests, then "
+            f"{r['skipped_s']:,.0f} s of the stationary middle at its steady rate ({r['decided_by']}): throughput "
+            f"±{100 * r['uncertainty']:.1f}%; --full simulates every request")
 
 
 def _verdict(s: dict) -> str:

@@ -36,6 +36,16 @@ class Timeline:
         s["output_tokens"][i] += output_tokens
         s["prefill_tokens"][i] += prefill_tokens
 
+    def output_tokens_between(self, start_s: float, end_s: float) -> float:
+        """Output tokens the engine produced in [start_s, end_s] (bins cut by the edges count in proportion)."""
+        w, tokens = self.width_s, self.sums["output_tokens"]
+        lo, hi = max(0, int(start_s / w)), min(self.bins - 1, int(end_s / w))
+        total = 0.0
+        for i in range(lo, hi + 1):
+            overlap = min(end_s, (i + 1) * w) - max(start_s, i * w)
+            total += tokens[i] * max(overlap, 0.0) / w
+        return total
+
     def _coarsen(self) -> None:
         half = self.bins // 2
         for f, v in self.sums.items():

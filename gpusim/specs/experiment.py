@@ -54,6 +54,10 @@ class RunSpec(BaseModel):
     as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1, le=10**8)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
+    run_length: Literal["converged", "full"] = "converged"
+    """Offline: `converged` simulates the run's first samples until its steady rate is known and skips the rest of
+    its stationary middle, the reported figure then within ±0.5% (`gpusim/run_length.py`); `full` simulates every
+    sample."""
     seed: int = Field(0, ge=0, lt=2**63)
     """Seed of the workload's random draws (numpy's generators take non-negative seeds)."""
     oversubscription: float = Field(1.0, ge=1)
