@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +116,25 @@ def test_bad_plans_are_one_line_and_exit_2(capsys, args, words):
                  *args]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_planning_example_runs_as_shown_and_matches_its_page(monkeypatch, capsys):
+    """docs/planning.md's command, run from the repository root: every plan that meets the level is verified (the
+    fleet meets, one system fewer misses), the years double, and the page shows what the command prints."""
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "planning.md").read_text()
+    (line,) = [c for block in re.findall(r"```bash\n(.*?)```", page, re.S) for c in block.splitlines()
+               if c.startswith("gpusim plan ")]
+    monkeypatch.chdir(root)
+    assert main([*shlex.split(line)[1:], "--json", "--workers", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    meeting = [p for p in doc["plans"] if p["meets_sla"]]
+    assert meeting and [p["usd_per_month"] for p in meeting] == sorted(p["usd_per_month"] for p in meeting)
+    for p in meeting:
+        assert p["verified"] and p["fleet"]["meets_limits"]
+        assert p["one_fewer"] is None or not p["one_fewer"]["meets_limits"]
+        assert [y["qps"] for y in p["years"]] == [2000.0, 4000.0, 8000.0]
+        assert [y["systems"] for y in p["years"]] == sorted(y["systems"] for y in p["years"])
+        row = next(r for r in page.splitlines() if r.startswith(p["hardware"] + " "))
+        assert row.split()[1:3] == [str(p["systems"]), str(p["gpus"])]  # the page's table is this output
