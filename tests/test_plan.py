@@ -113,3 +113,28 @@ def test_bad_plans_are_one_line_and_exit_2(capsys, args, words):
                  *args]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
+
+
+def test_a_plan_on_a_dask_cluster_gives_the_local_answer(capsys, monkeypatch, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    args = ["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "300", "--deployments", "1",
+            "--json", "--seed", "3"]
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path / "local"))
+    assert main(args) == 0
+    local = json.loads(capsys.readouterr().out)["plans"]
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path / "dask"))  # nothing cached: the cluster runs the bisection
+    with distributed.LocalCluster(n_workers=1, processes=False, host="127.0.0.1", protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        assert main([*args, "--scheduler", cluster.scheduler_address]) == 0
+    remote = json.loads(capsys.readouterr().out)["plans"]
+    assert any((tmp_path / "dask").rglob("*.json"))
+    assert [(p["systems"], p["deployment"], p["system_qps"]) for p in remote] == \
+        [(p["systems"], p["deployment"], p["system_qps"]) for p in local]
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(capsys):
+    pytest.importorskip("dask.distributed")
+    assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "300", "--deployments", "1",
+                 "--quiet", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "scheduler: cannot reach tcp://127.0.0.1:9" in err and len(err.splitlines()) == 1

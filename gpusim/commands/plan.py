@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--horizon", default="1y", help="years the plan covers, e.g. 3y (default 1y)")
     p.add_argument("--deployments", type=int, default=3, help="deployments tried per system (default 3)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="deployments simulated at once")
+    p.add_argument("--scheduler", help="run the capacity runs on this Dask scheduler (tcp://HOST:PORT; "
+                   "pip install 'gpusim[dask]')")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -64,7 +66,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     growth = Growth(_number(args.growth, "growth", ("x/year", "x/yr", "x")), int(_number(args.horizon, "horizon",
                                                                                         ("years", "year", "y"))))
     started = time.perf_counter()
-    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log, growth)
+    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log, growth,
+                 args.scheduler)
     doc = {"benchmark": bench.id, "traffic": traffic.label, "qps": args.qps, "spare": args.spare,
            "growth_per_year": growth.factor, "horizon_years": growth.years,
            "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
