@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from gpusim.errors import InputError
 from gpusim.specs.software import SoftwareProfile, overlaid, software_overlay
 
 Job = TypeVar("Job")
@@ -55,11 +56,33 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, initializer=_exit_with_parent, initargs=(os.getpid(),))
 
 
-def parallel_map(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -> list[Out]:
+def dask_client(scheduler: str) -> Any:
+    """A client of the Dask scheduler at `scheduler` (tcp://HOST:PORT); InputError without dask.distributed or
+    when it cannot be reached."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise InputError("command line", "scheduler", "needs dask.distributed: pip install 'gpusim[dask]'") from None
+    try:
+        return Client(scheduler, timeout=10)
+    except (OSError, TimeoutError) as exc:
+        raise InputError("command line", "scheduler", f"cannot reach {scheduler} ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())})") from None
+
+
+def parallel_map(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int, scheduler: str | None = None
+                 ) -> list[Out]:
     """`[fn(j) for j in jobs]`, in order, over `workers` processes (one job each at a time, so a long job
-    does not hold others back); `fn` must be picklable, a module-level function or a `functools.partial`.
-    Software profiles overlaid in this process (`software_overlay`) are overlaid in the workers too."""
+    does not hold others back) or on the Dask cluster at `scheduler`; `fn` must be picklable, a module-level
+    function or a `functools.partial`. Software profiles overlaid in this process (`software_overlay`) are
+    overlaid in the workers too."""
     jobs = list(jobs)
+    if scheduler is not None and jobs:
+        client = dask_client(scheduler)
+        try:
+            return client.gather(client.map(_task(fn), jobs, pure=False))
+        finally:
+            client.close()
     if workers > 1 and len(jobs) > 1:
         with worker_pool(workers) as pool:
             return list(pool.map(_task(fn), jobs, chunksize=1))
@@ -79,4 +102,4 @@ def parallel_imap(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -
             yield futures[f], f.result()
 
 
-__all__ = ["parallel_imap", "parallel_map", "worker_pool"]
+__all__ = ["dask_client", "parallel_imap", "parallel_map", "worker_pool"]

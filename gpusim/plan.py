@@ -178,15 +178,27 @@ def highest_meeting_qps(setup: Setup, limits: Limits, seed: int = 0) -> float:
     return lo
 
 
-def system_capacity(base: Setup, limits: Limits, keep: int = 3, seed: int = 0, workers: int = 1,
-                    log: Log = lambda _: None) -> tuple[Setup, float]:
-    """The deployment of one system of `base`'s hardware that serves the most QPS at `limits`, and that QPS."""
-    setups = screen(base, "server", limits, keep, seed, log)
-    rates = parallel_map(_meeting_job, [(s, limits, seed) for s in setups], workers)
-    best = int(np.argmax(rates))
-    for s, q in zip(setups, rates, strict=True):
-        log(f"  {base.hardware.id} {s.deployment.name}: {q:,.1f} QPS at {limits.text()}")
-    return setups[best], float(rates[best])
+def system_capacity(bases: list[Setup], limits: Limits, keep: int = 3, seed: int = 0, workers: int = 1,
+                    log: Log = lambda _: None, scheduler: str | None = None) -> list[tuple[Setup, float]]:
+    """For each of `bases`, the deployment of one system of its hardware that serves the most QPS at `limits`,
+    and that QPS (0 where the screen finds no deployment whose analytic TPOT meets the limit). Every screened
+    deployment of every candidate is bisected at once, over `workers` processes or the Dask cluster at
+    `scheduler`."""
+    screened = []
+    for base in bases:
+        try:
+            screened.append(screen(base, "server", limits, keep, seed, log))
+        except InputError:
+            screened.append([])
+    jobs = [(s, limits, seed) for setups in screened for s in setups]
+    rates = iter(parallel_map(_meeting_job, jobs, workers, scheduler))
+    out = []
+    for base, setups in zip(bases, screened, strict=True):
+        found = [(s, next(rates)) for s in setups]
+        for s, q in found:
+            log(f"  {base.hardware.id} {s.deployment.name}: {q:,.1f} QPS at {limits.text()}")
+        out.append(max(found, key=lambda f: f[1], default=(base, 0.0)))
+    return out
 
 
 def _meeting_job(job: tuple[Setup, Limits, int]) -> float:
@@ -304,9 +316,10 @@ def horizon(fleet: Setup, spare: int, run: FleetRun, qps: float, growth: Growth,
 
 # ---- the plan ---------------------------------------------------------------------------------------
 def plan(bases: list[Setup], traffic: Traffic, limits: Limits, spare: int = 0, costs: Mapping | None = None,
-         keep: int = 3, seed: int = 0, workers: int = 1, log: Log = lambda _: None, growth: Growth = Growth()
-         ) -> list[Plan]:
-    """Every candidate's plan, cheapest first among those that meet the level (module docstring)."""
+         keep: int = 3, seed: int = 0, workers: int = 1, log: Log = lambda _: None, growth: Growth = Growth(),
+         scheduler: str | None = None) -> list[Plan]:
+    """Every candidate's plan, cheapest first among those that meet the level (module docstring); the capacity
+    runs of all candidates at once, on `scheduler`'s Dask cluster if given."""
     if not traffic.qps > 0:
         raise InputError("command line", "qps", f"must be > 0, got {traffic.qps}")
     if spare < 0:
@@ -314,12 +327,9 @@ def plan(bases: list[Setup], traffic: Traffic, limits: Limits, spare: int = 0, c
     if not growth.factor > 0 or growth.years < 1:
         raise InputError("command line", "growth", f"must be a factor > 0 over >= 1 year, got {growth}")
     out = []
-    for base in bases:
-        setup = traffic_setup(base, traffic, limits)
-        try:
-            best, q1 = system_capacity(setup, limits, keep, seed, workers, log)
-        except InputError:  # the screen found no deployment whose analytic TPOT meets the limit
-            best, q1 = setup, 0.0
+    setups = [traffic_setup(base, traffic, limits) for base in bases]
+    for base, (best, q1) in zip(bases, system_capacity(setups, limits, keep, seed, workers, log, scheduler),
+                                strict=True):
         if q1 <= 0:
             log(f"{base.hardware.id}: no deployment meets {limits.text()}")
             out.append(Plan(base.hardware.id, 0, spare, 0, "none", 0.0, False, False, None, None,

@@ -42,7 +42,7 @@ from gpusim.analysis.energy import energy_and_cost
 from gpusim.analysis.outputs import RESULTS, RESULTS_CSV
 from gpusim.deploy import load_deployment, spec_default
 from gpusim.errors import InputError
-from gpusim.parallel import worker_pool
+from gpusim.parallel import dask_client, worker_pool
 from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import AnyDeployment, Deployment, DisaggregatedDeployment, deployment_type
 from gpusim.specs.experiment import RunSpec
@@ -276,14 +276,9 @@ def _alone(point: Point) -> PointResult:
 
 
 def _on_dask(points: list[Point], scheduler: str) -> Iterator[PointResult]:
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise InputError("command line", "scheduler", "needs dask.distributed: pip install 'gpusim[dask]'") from None
-    try:
-        client = Client(scheduler, timeout=10)
-    except (OSError, TimeoutError) as exc:
-        raise InputError("command line", "scheduler", f"cannot reach {scheduler} ({error_text(exc)})") from None
+    client = dask_client(scheduler)
+    from dask.distributed import as_completed
+
     try:
         futures = client.map(run_point, points, pure=False)
         yield from _gather(as_completed(futures), dict(zip(futures, points, strict=True)))

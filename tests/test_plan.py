@@ -138,3 +138,51 @@ def test_the_planning_example_runs_as_shown_and_matches_its_page(monkeypatch, ca
         assert [y["systems"] for y in p["years"]] == sorted(y["systems"] for y in p["years"])
         row = next(r for r in page.splitlines() if r.startswith(p["hardware"] + " "))
         assert row.split()[1:3] == [str(p["systems"]), str(p["gpus"])]  # the page's table is this output
+
+
+def test_a_plan_on_a_dask_cluster_gives_the_local_answer(capsys, monkeypatch, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    args = ["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "300", "--deployments", "1",
+            "--json", "--seed", "3"]
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path / "local"))
+    assert main(args) == 0
+    local = json.loads(capsys.readouterr().out)["plans"]
+    monkeypatch.setenv("GPUSIM_CACHE", str(tmp_path / "dask"))  # nothing cached: the cluster runs the bisection
+    with distributed.LocalCluster(n_workers=1, processes=False, host="127.0.0.1", protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        assert main([*args, "--scheduler", cluster.scheduler_address]) == 0
+    remote = json.loads(capsys.readouterr().out)["plans"]
+    assert any((tmp_path / "dask").rglob("*.json"))
+    assert [(p["systems"], p["deployment"], p["system_qps"]) for p in remote] == \
+        [(p["systems"], p["deployment"], p["system_qps"]) for p in local]
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(capsys):
+    pytest.importorskip("dask.distributed")
+    assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "300", "--deployments", "1",
+                 "--quiet", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "scheduler: cannot reach tcp://127.0.0.1:9" in err and len(err.splitlines()) == 1
+
+
+def test_plans_at_several_levels_draw_cost_against_the_level(capsys, tmp_path):
+    fig = tmp_path / "cost.png"
+    assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "300", "--deployments", "1",
+                 "--levels", "10,5", "--figure", str(fig), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [lv["tokens_per_s_per_user"] for lv in doc["levels"]] == [5.0, 10.0]
+    assert [lv["tpot_p99_s"] for lv in doc["levels"]] == [0.2, 0.1]
+    loose, tight = (lv["plans"][0] for lv in doc["levels"])
+    assert loose["meets_sla"] and tight["meets_sla"] and tight["systems"] >= loose["systems"]  # a tighter level
+    assert fig.stat().st_size > 10_000 and not list(tmp_path.glob(".*"))  # drawn, no temporary file left
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--figure", "cost.png"], "figure: needs --levels"),
+    (["--levels", "fast"], "levels: got 'fast'"),
+    (["--levels", "10", "--figure", "cost.pdf"], "figure: needs --levels and a .png or .svg path"),
+])
+def test_bad_levels_are_one_line_and_exit_2(capsys, args, words):
+    assert main(["plan", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--qps", "5", "--quiet", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1

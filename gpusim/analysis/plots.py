@@ -290,3 +290,28 @@ KINDS: dict[str, tuple[Callable[[pd.DataFrame, Path], Figure], list[str]]] = {
     "latency-cdf": (latency_cdf, ["point_id", "requests_file"]),
 }
 """Each kind: its drawing function and the result columns it needs."""
+
+def plan_levels(levels: list[dict]) -> Figure:
+    """A plan's cost per month against the service level (`gpusim plan --levels`): one line per candidate over
+    the tokens/s each user sees, only at the levels where it meets both limits; each point labelled with its
+    systems."""
+    fig = Figure(figsize=(7.5, 4.5), layout="constrained")
+    ax = fig.subplots()
+    names = sorted({p["hardware"] for level in levels for p in level["plans"]})
+    for name in names:
+        pts = [(level["tokens_per_s_per_user"], p["usd_per_month"], p["systems"]) for level in levels
+               for p in level["plans"] if p["hardware"] == name and p["meets_sla"] and p["usd_per_month"]]
+        if not pts:
+            continue
+        xs, ys, systems = zip(*sorted(pts), strict=True)
+        ax.plot(xs, ys, marker="o", label=name)
+        for x, y, n in zip(xs, ys, systems, strict=True):
+            ax.annotate(f"{n}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("tokens/s per user (1 / p99 TPOT limit)")
+    ax.set_ylabel("$ per month (systems to buy, labelled)")
+    ax.yaxis.set_major_formatter(EngFormatter(unit="$", sep=""))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title("Cost of the fleet that meets the level", fontsize=10)
+    return fig
+

@@ -10,10 +10,16 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpusim.commands import latency_limits
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import ms_text
+
+if TYPE_CHECKING:
+    from gpusim.analysis.frontier import Limits
+    from gpusim.build import Setup
+    from gpusim.plan import Growth, Traffic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,8 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--costs", type=Path, help="YAML of cost overrides (capex_usd, usd_per_kwh, pue, ...)")
     p.add_argument("--growth", default="1", help="the peak's growth a year, e.g. 2x/year (default: none)")
     p.add_argument("--horizon", default="1y", help="years the plan covers, e.g. 3y (default 1y)")
+    p.add_argument("--levels", help="also plan at these tokens/s per user (e.g. 25,50,100; each a p99 TPOT limit of "
+                   "1 / it, TTFT as given): the answer per level in --json and the --figure")
+    p.add_argument("--figure", type=Path, help="with --levels: draw each candidate's cost per month against the "
+                   "level (.png or .svg)")
     p.add_argument("--deployments", type=int, default=3, help="deployments tried per system (default 3)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="deployments simulated at once")
+    p.add_argument("--scheduler", help="run the capacity runs on this Dask scheduler (tcp://HOST:PORT; "
+                   "pip install 'gpusim[dask]')")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -63,14 +75,67 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     bases = [prepare(h.strip(), args.benchmark, scenario="server") for h in args.hardware.split(",") if h.strip()]
     growth = Growth(_number(args.growth, "growth", ("x/year", "x/yr", "x")), int(_number(args.horizon, "horizon",
                                                                                         ("years", "year", "y"))))
+    levels = _levels(args)
     started = time.perf_counter()
-    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log, growth)
+    plans = plan(bases, traffic, limits, args.spare, costs, args.deployments, args.seed, args.workers, log, growth,
+                 args.scheduler)
     doc = {"benchmark": bench.id, "traffic": traffic.label, "qps": args.qps, "spare": args.spare,
            "growth_per_year": growth.factor, "horizon_years": growth.years,
            "limits": {"ttft_p99_s": limits.ttft_p99_s, "tpot_p99_s": limits.tpot_p99_s},
-           "wall_s": time.perf_counter() - started, "plans": [asdict(p) for p in plans]}
+           "plans": [asdict(p) for p in plans]}
+    if levels:
+        doc["levels"] = [_level(per_user, bases, traffic, limits, args, costs, growth) for per_user in levels]
+    doc["wall_s"] = time.perf_counter() - started
+    if args.figure is not None:
+        _draw(doc["levels"], args.figure)
     print(json.dumps(doc) if args.json else format_plans(doc, limits.text()))
     return 0
+
+
+def _levels(args: argparse.Namespace) -> list[float]:
+    """`--levels` as tokens/s per user (InputError on a bad list, or `--figure` without it)."""
+    from gpusim.analysis.plots import FORMATS
+
+    if args.figure is not None and (not args.levels or args.figure.suffix not in FORMATS):
+        raise InputError("command line", "figure", f"needs --levels and a {' or '.join(FORMATS)} path, got "
+                         f"{args.figure}")
+    if not args.levels:
+        return []
+    try:
+        levels = [float(v) for v in args.levels.split(",") if v.strip()]
+    except ValueError:
+        levels = []
+    if not levels or not all(v > 0 for v in levels):
+        raise InputError("command line", "levels", f"got {args.levels!r}; valid: tokens/s per user > 0 separated "
+                         "by commas, e.g. 25,50,100")
+    return sorted(levels)
+
+
+def _level(per_user: float, bases: list[Setup], traffic: Traffic, limits: Limits, args: argparse.Namespace,
+           costs: dict | None, growth: Growth) -> dict:
+    """The plan at `per_user` tokens/s per user (a p99 TPOT limit of 1 / it): each candidate's systems, cost and
+    verification; no plans where no candidate meets it."""
+    from gpusim.analysis.frontier import Limits
+    from gpusim.plan import plan
+
+    level = Limits(limits.ttft_p99_s, 1.0 / per_user)
+    try:
+        plans = plan(bases, traffic, level, args.spare, costs, args.deployments, args.seed, args.workers,
+                     growth=growth, scheduler=args.scheduler)
+    except InputError:  # no candidate meets this level
+        plans = []
+    return {"tokens_per_s_per_user": per_user, "tpot_p99_s": level.tpot_p99_s,
+            "plans": [{k: getattr(p, k) for k in ("hardware", "systems", "deployment", "meets_sla", "verified",
+                                                  "usd_per_month")} for p in plans]}
+
+
+def _draw(levels: list[dict], path: Path) -> None:
+    from gpusim.analysis.plots import plan_levels
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    plan_levels(levels).savefig(tmp, dpi=130)
+    tmp.replace(path)
 
 
 def _number(text: str, field: str, units: tuple[str, ...]) -> float:
@@ -115,6 +180,10 @@ def format_plans(doc: dict, limits: str) -> str:
                 said = "; ".join(f"year {y['year']} {y['qps']:,.0f} QPS x{y['systems']} {_money(y['usd_per_month'], 0)}"
                                  f"/month" for y in p["years"])
                 lines.append(f"  {p['hardware']:<14} {said}; total {_money(p['usd_over_horizon'], 0)}")
+    for level in doc.get("levels", []):
+        said = "; ".join(f"{p['hardware']} x{p['systems']} {_money(p['usd_per_month'], 0)}/month" if p["meets_sla"]
+                         else f"{p['hardware']} does not meet it" for p in level["plans"]) or "no candidate meets it"
+        lines.append(f"at {level['tokens_per_s_per_user']:g} tokens/s per user: {said}")
     lines.append(f"({doc['wall_s']:,.0f} s wall; runs are cached, a repeated plan costs nothing)")
     return "\n".join(lines)
 
