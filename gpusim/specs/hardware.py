@@ -111,7 +111,12 @@ class SystemSpec(_Spec):
     scaleout: str
     power_kw: Sourced
     """Power of the whole system at full load (rack or node), kW."""
-    form_factor: Literal["hgx", "rack", "edge"]
+    form_factor: Literal["hgx", "oam", "rack", "edge"]
+    """hgx: an NVIDIA 8-GPU baseboard node; oam: an OCP OAM 8-GPU baseboard node (AMD Instinct platform); rack:
+    a rack-scale domain; edge: one module."""
+    software: str | None = None
+    """The serving stack (a software profile) the system's rule deployment runs where it has no searched
+    default (`deploy.default_with_origin`): the stack its vendor's MLPerf submissions use. Absent: trtllm."""
     base: str | None = None
     """The shipped system this one is derived from (a what-if on its numbers): it runs that system's searched
     default deployments (`gpusim.defaults`) unless a deployment is given or searched."""
@@ -237,7 +242,7 @@ def load_system(name: str, source: str = "command line") -> SystemSpec:
     """A system profile by name or path; its `gpu`, `nvlink` and `scaleout` may be files beside it. A shipped
     or `GPUSIM_PATH` profile's id must be its file's name."""
     spec = load_ref(SystemSpec, "systems", name, "hardware", source,
-                    refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics"})
+                    refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics", "software": "software"})
     if not is_path(name) and spec.id != name:
         raise InputError(str(resolve("systems", name, source, "hardware")), "id",
                          f"{spec.id!r} is not the file's name; valid: {name!r}")
