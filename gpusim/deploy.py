@@ -102,16 +102,18 @@ served like Server."""
 
 
 def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
-                       software: str = "trtllm") -> AnyDeployment:
+                       software: str | None = None) -> AnyDeployment:
     """What a submitter would run: the shipped searched deployment for `scenario` (`gpusim.defaults`), else
     `rule_deployment` (`default_with_origin` says which and why)."""
     return default_with_origin(hw, model, scenario, software)[0]
 
 
 def default_with_origin(hw: Hardware, model: ModelSpec, scenario: str | None = None,
-                        software: str = "trtllm") -> tuple[AnyDeployment, str]:
+                        software: str | None = None) -> tuple[AnyDeployment, str]:
     """`default_deployment` and where it comes from, in words: the searched default of the system (or of the
-    system `hw` is based on), or the rule deployment and why no searched one serves."""
+    system `hw` is based on), or the rule deployment and why no searched one serves. `software` (default: the
+    system's own stack, `SystemSpec.software`, else trtllm) is the stack both run."""
+    software = software or system_software(hw)
     as_scenario = SEARCHED_AS.get(scenario or "offline", scenario or "")
     shipped = same_as_shipped(hw)
     system = shipped or hw.system.base
@@ -130,7 +132,7 @@ def default_with_origin(hw: Hardware, model: ModelSpec, scenario: str | None = N
         why = f"{hw.id} is not a shipped system and names no `base:`"
     else:
         why = f"{system} has no searched default for {model.id} in {as_scenario} with {software}"
-    return rule_deployment(hw, model), f"fallback: rule deployment, since {why}"
+    return rule_deployment(hw, model, software), f"fallback: rule deployment, since {why}"
 
 
 def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None) -> AnyDeployment:
@@ -216,9 +218,14 @@ LAYOUT_FIELDS = {"tp", "pp", "ep", "attention_dp", "instances", "mode", "prefill
 LAYOUT_BOUND = {"name", "mtp", "adp_balance", "batch_wait", "redundant_experts", "expert_imbalance"}
 
 
-def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
+def system_software(hw: Hardware) -> str:
+    """The serving stack a system's default deployments run: the one its profile names, else trtllm."""
+    return hw.system.software or "trtllm"
+
+
+def rule_deployment(hw: Hardware, model: ModelSpec, software: str | None = None) -> Deployment:
     """The smallest power-of-two TP group whose weights take at most half of HBM (for hardware or models without
-    a searched default).
+    a searched default), run by `software` (default: the system's stack, `system_software`).
 
     Precision: NVFP4 weights and activations (W4A4, as TensorRT-LLM's NVFP4 checkpoints in MLPerf
     submissions on Blackwell run) where the GPU has FP4 tensor cores, FP8 otherwise; FP8 KV cache.
@@ -234,6 +241,7 @@ def rule_deployment(hw: Hardware, model: ModelSpec) -> Deployment:
         ranks = par.attention_ranks
         dep = Deployment(
             name=f"default-tp{tp}" + (f"-pp{pp}" if pp > 1 else ""),
+            software=software or system_software(hw),
             weights=weights,
             activations=weights,
             tp=tp,

@@ -23,9 +23,10 @@ GPUS = all_profiles()["gpus"]
 FABRICS = all_profiles()["fabrics"]
 
 EXPECTED_SYSTEMS = {"h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72",
-                    "jetson-agx-thor"}
-EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin", "thor"}
-EXPECTED_FABRICS = {"nvlink4", "nvlink5", "nvlink6", "cx7-400g", "cx8-800g", "cx9-1600g", "thor-soc", "eth-4x25g"}
+                    "jetson-agx-thor", "mi355x-platform"}
+EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin", "thor", "mi355x"}
+EXPECTED_FABRICS = {"nvlink4", "nvlink5", "nvlink6", "cx7-400g", "cx8-800g", "cx9-1600g", "thor-soc", "eth-4x25g",
+                    "xgmi-mi350", "pollara-400g"}
 
 # our GPU id -> the id in ../shared/reference/hardware_specs.yaml
 REFERENCE_GPU_IDS = {
@@ -68,13 +69,13 @@ def test_every_system_loads_with_its_gpu_and_fabrics(name):
     assert hw.gpu.id == hw.system.gpu in GPUS
     assert hw.nvlink.id == hw.system.nvlink in FABRICS
     assert hw.scaleout.id == hw.system.scaleout in FABRICS
-    assert hw.nvlink.kind == "nvlink"
-    assert hw.scaleout.kind == "infiniband"
+    assert hw.nvlink.kind in {"nvlink", "xgmi"}  # scale-up: NVLink or AMD Infinity Fabric
+    assert hw.scaleout.kind in {"infiniband", "ethernet"}
     # the GPU's own links are the ones the system uses
     assert hw.gpu.nvlink == hw.system.nvlink
     assert hw.gpu.scaleout_nic == hw.system.scaleout
     assert hw.system.gpus % hw.system.nvlink_domain_gpus == 0
-    if hw.system.form_factor == "hgx":
+    if hw.system.form_factor in ("hgx", "oam"):
         assert (hw.system.gpus, hw.domain_gpus) == (8, 8)
     elif hw.system.form_factor == "edge":
         assert (hw.system.gpus, hw.domain_gpus) == (1, 1)
@@ -140,7 +141,8 @@ def test_hopper_has_no_fp4():
     assert hw.peak_flops("fp4") == hw.peak_flops("fp8") == 1979e12
 
 
-@pytest.mark.parametrize("name", [s for s in SYSTEMS if load_hardware(s).domain_gpus > 1])
+@pytest.mark.parametrize("name", [s for s in SYSTEMS if load_hardware(s).domain_gpus > 1
+                                  and load_hardware(s).nvlink.kind == "nvlink"])
 def test_nvlink_bandwidth_matches_generation(name):
     hw = load_hardware(name)
     assert hw.nvlink.id == NVLINK_BY_ARCH[hw.gpu.architecture]
@@ -161,6 +163,7 @@ def test_infiniband_bandwidth_is_line_rate_over_eight(name):
 @pytest.mark.parametrize(("system", "nic"), [
     ("h100-hgx", "cx7-400g"), ("h200-hgx", "cx7-400g"), ("b200-hgx", "cx7-400g"), ("gb200-nvl72", "cx7-400g"),
     ("b300-hgx", "cx8-800g"), ("gb300-nvl72", "cx8-800g"), ("vr-nvl72", "cx9-1600g"),
+    ("mi355x-platform", "pollara-400g"),
 ])
 def test_scaleout_nic_per_system(system, nic):
     assert load_hardware(system).system.scaleout == nic

@@ -242,7 +242,7 @@ def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -
     fixed time per call."""
     n = df["num_gpus"].to_numpy(float)
     size = df["message_size"].to_numpy(float) * 2.0  # bf16 elements
-    bw = mc.hw.nvlink_bandwidth
+    bw = mc.hw.domain_bandwidth(n - 1)
     return allreduce_seconds(size, n, bw * p["allreduce_busbw_fraction"], alpha_s, mc.hw.nvlink.sharp,
                              bw * p["allreduce_small_busbw_fraction"], p["allreduce_knee_mb"] * 1e6) + \
         p["collective_kernel_us"] * 1e-6
@@ -253,7 +253,7 @@ def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, im
     ep = df["ep_size"].to_numpy(float)
     sent = (df["num_tokens"].to_numpy(float) * df["topk"].to_numpy(float) * df["hidden_size"].to_numpy(float)
             * df["comm_dtype"].map(DTYPE_BYTES).to_numpy() * (ep - 1) / ep)
-    return sent / (mc.hw.nvlink_bandwidth * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
+    return sent / (mc.hw.domain_bandwidth(ep - 1) * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
 
 
 # ---- the measured tables ---------------------------------------------------------------------------------

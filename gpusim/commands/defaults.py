@@ -53,15 +53,18 @@ def _write(system: str, benchmarks: list[str], scenarios: list[str], args: argpa
     """Search each benchmark's model in each scenario on one `system` and rewrite its defaults file."""
     from gpusim.build import prepare
     from gpusim.defaults import DefaultEntry, DefaultsFile, read_defaults, slice_gpus, today, write_defaults
+    from gpusim.deploy import system_software
     from gpusim.loadgen.rules import SUBMISSION_DURATION_S
     from gpusim.perf.ops import DTYPE_BYTES
     from gpusim.search import search_deployments
+    from gpusim.specs.hardware import load_hardware
 
     duration = args.duration_s or SUBMISSION_DURATION_S
     command = f"gpusim defaults --write --hardware {system}"
     table = read_defaults(system)
-    if table is None or table.duration_s != duration:
-        table = DefaultsFile(system=system, software="trtllm", command=command, date=today(), duration_s=duration)
+    if table is None or table.duration_s != duration:  # the stack the searched rule deployment runs
+        table = DefaultsFile(system=system, software=system_software(load_hardware(system)), command=command,
+                             date=today(), duration_s=duration)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

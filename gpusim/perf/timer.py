@@ -187,10 +187,12 @@ class RooflineTimer:
         if group <= hw.domain_gpus:
             alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
                 c.kind, sw.nvlink_hop_latency_us.value)
-            bw = hw.nvlink_bandwidth * (1.0 if c.kind == "p2p" else eff)
+            # a send/recv reaches one peer; a collective over n GPUs keeps its n - 1 peers' links busy
+            link_bw = hw.domain_bandwidth(1 if c.kind == "p2p" else c.group - 1)
+            bw = link_bw * (1.0 if c.kind == "p2p" else eff)
             if c.kind != "allreduce":
                 return _Link(bw, alpha * 1e-6, hw.nvlink.sharp)
-            small_bw = hw.nvlink_bandwidth * sw.value("allreduce_small_busbw_fraction")
+            small_bw = link_bw * sw.value("allreduce_small_busbw_fraction")
             return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, small_bw, sw.value("allreduce_knee_mb") * 1e6)
         f = hw.scaleout
         alpha = f.latency_us.value + (f.switch_latency_us.value if f.switch_latency_us else 0.0)

@@ -36,6 +36,9 @@ class Topology:
     """Per GPU, per direction, between systems (after the fat tree's oversubscription), bytes/s."""
     scaleout_latency: float = 5e-6
     """One-way latency across the fat tree (NICs and switch hops)."""
+    mesh_link_bw: float | None = None
+    """A full-mesh domain (`FabricSpec.topology`): bytes/s per direction of the one link between two GPUs;
+    None for a switched domain, where a GPU reaches any peer at `nvlink_bw`."""
     _links: dict[tuple, Link] = field(default_factory=dict)
 
     @classmethod
@@ -46,6 +49,7 @@ class Topology:
             systems=hw.systems, gpus_per_system=hw.system.gpus, domain_gpus=hw.domain_gpus,
             nvlink_bw=hw.nvlink_bandwidth, nvlink_latency=hw.nvlink.latency_us.value * 1e-6,
             nic_bw=hw.scaleout_bandwidth, scaleout_latency=(so.latency_us.value + FAT_TREE_HOPS * hop) * 1e-6,
+            mesh_link_bw=hw.domain_bandwidth(1) if hw.nvlink.topology == "full_mesh" else None,
         )
 
     @property
@@ -103,10 +107,18 @@ class Topology:
                           f"{self.total_gpus} GPUs of the cluster (placed whole within systems)")
 
     def path(self, src: Placement, dst: Placement) -> tuple[tuple[Link, ...], float]:
-        """Links (egress, [spine], ingress) and latency of a transfer from `src` to `dst`."""
+        """Links (egress, [spine], ingress) and latency of a transfer from `src` to `dst`. In a full-mesh domain
+        the two instances' GPUs are joined by one link per pair (src.gpus · dst.gpus of them), which caps the
+        transfer below the GPUs' egress and ingress."""
         if src.domain == dst.domain:
-            return (self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)), \
-                self.nvlink_latency
+            out, into = self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)
+            if self.mesh_link_bw is None:
+                return (out, into), self.nvlink_latency
+            key = ("mesh", src.first_gpu, dst.first_gpu)
+            if key not in self._links:
+                self._links[key] = Link(f"mesh@{src.first_gpu}->{dst.first_gpu}",
+                                        self.mesh_link_bw * src.gpus * dst.gpus)
+            return (out, self._links[key], into), self.nvlink_latency
         return (self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)), \
             self.scaleout_latency
 

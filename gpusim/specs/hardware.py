@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.errors import InputError
 from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_dir, shipped_root
 from gpusim.specs.loading import load_yaml_model
 from gpusim.specs.sourced import Sourced, non_negative, positive
+
+Num = TypeVar("Num", int, float, np.ndarray)
 
 Dtype = Literal["bf16", "fp8", "fp4"]
 """Tensor-core precisions gpusim models. `fp4` means NVFP4 (block-scaled FP4)."""
@@ -57,22 +60,40 @@ class GpuSpec(_Spec):
 
 
 class FabricSpec(_Spec):
-    """An interconnect: NVLink generation or an InfiniBand NIC generation, per GPU."""
+    """An interconnect, per GPU: a scale-up fabric inside a domain (NVLink, AMD Infinity Fabric / xGMI) or a
+    scale-out NIC generation (InfiniBand, RDMA Ethernet)."""
 
     id: str
     name: str
-    kind: Literal["nvlink", "infiniband"]
+    kind: Literal["nvlink", "xgmi", "infiniband", "ethernet"]
+    """The technology, for the reader; the model reads `topology`, the rates and the latencies."""
     bandwidth_gbps_per_dir: Sourced
-    """Per-GPU bandwidth in one direction, GB/s (bytes)."""
+    """Per-GPU bandwidth in one direction, GB/s (bytes): on a full mesh, the sum of the GPU's `links`."""
     latency_us: Sourced
     """One-way small-message latency per hop (alpha), microseconds."""
     switch_latency_us: Sourced | None = None
     """Latency added per switch traversal (InfiniBand), microseconds."""
     sharp: bool = False
     """In-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) available."""
+    topology: Literal["switched", "full_mesh"] = "switched"
+    """How a domain's GPUs reach each other. `switched` (NVSwitch): every GPU reaches any peer at its full
+    bandwidth. `full_mesh` (an 8-GPU Infinity Fabric platform): one direct link per peer pair, each
+    `bandwidth_gbps_per_dir / links`, so a GPU moves its full bandwidth only while it talks to `links` peers
+    at once (`Hardware.domain_bandwidth`)."""
+    links: int | None = Field(None, ge=1, le=2**10)
+    """`full_mesh`: direct links per GPU, one to each peer (the domain may hold at most links + 1 GPUs)."""
 
     _positive = field_validator("bandwidth_gbps_per_dir")(positive)
     _non_negative = field_validator("latency_us", "switch_latency_us")(non_negative)
+
+    @model_validator(mode="after")
+    def _mesh_links(self) -> FabricSpec:
+        if self.topology == "full_mesh" and self.links is None:
+            raise ValueError("links: a full_mesh fabric needs its links per GPU; valid: an integer >= 1")
+        if self.topology == "switched" and self.links is not None:
+            raise ValueError("links: only a full_mesh fabric has links per GPU; valid: topology: full_mesh, or "
+                             "no links")
+        return self
 
 
 class SystemSpec(_Spec):
@@ -90,7 +111,12 @@ class SystemSpec(_Spec):
     scaleout: str
     power_kw: Sourced
     """Power of the whole system at full load (rack or node), kW."""
-    form_factor: Literal["hgx", "rack", "edge"]
+    form_factor: Literal["hgx", "oam", "rack", "edge"]
+    """hgx: an NVIDIA 8-GPU baseboard node; oam: an OCP OAM 8-GPU baseboard node (AMD Instinct platform); rack:
+    a rack-scale domain; edge: one module."""
+    software: str | None = None
+    """The serving stack (a software profile) the system's rule deployment runs where it has no searched
+    default (`deploy.default_with_origin`): the stack its vendor's MLPerf submissions use. Absent: trtllm."""
     base: str | None = None
     """The shipped system this one is derived from (a what-if on its numbers): it runs that system's searched
     default deployments (`gpusim.defaults`) unless a deployment is given or searched."""
@@ -159,8 +185,20 @@ class Hardware(_Spec):
 
     @property
     def nvlink_bandwidth(self) -> float:
-        """Per-GPU, per-direction NVLink bytes/s."""
+        """Per-GPU, per-direction bytes/s of the domain's fabric (NVLink, Infinity Fabric), all links together."""
         return self.nvlink.bandwidth_gbps_per_dir.value * 1e9
+
+    def domain_bandwidth(self, peers: Num) -> Num:
+        """Per-GPU, per-direction bytes/s a GPU moves while it sends to `peers` GPUs of its domain at once: a
+        point-to-point transfer has 1, a collective over a group of n GPUs n - 1 (its ring or one-shot steps
+        keep every peer's link busy). Switched: the full `nvlink_bandwidth` whatever the peers. Full mesh:
+        one link per peer, `nvlink_bandwidth / links` each, at most all `links`."""
+        fabric = self.nvlink
+        if fabric.topology == "switched" or fabric.links is None:
+            return self.nvlink_bandwidth
+        if isinstance(peers, np.ndarray):  # the kernel-table fits pass a column of group sizes
+            return self.nvlink_bandwidth * np.clip(peers, 1, fabric.links) / fabric.links
+        return self.nvlink_bandwidth * min(max(peers, 1), fabric.links) / fabric.links
 
     @property
     def scaleout_bandwidth(self) -> float:
@@ -204,7 +242,7 @@ def load_system(name: str, source: str = "command line") -> SystemSpec:
     """A system profile by name or path; its `gpu`, `nvlink` and `scaleout` may be files beside it. A shipped
     or `GPUSIM_PATH` profile's id must be its file's name."""
     spec = load_ref(SystemSpec, "systems", name, "hardware", source,
-                    refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics"})
+                    refs={"gpu": "gpus", "nvlink": "fabrics", "scaleout": "fabrics", "software": "software"})
     if not is_path(name) and spec.id != name:
         raise InputError(str(resolve("systems", name, source, "hardware")), "id",
                          f"{spec.id!r} is not the file's name; valid: {name!r}")
@@ -226,10 +264,15 @@ def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) ->
     if oversubscription < 1:
         raise InputError("command line", "oversubscription", f"must be >= 1, got {oversubscription}")
     sys_spec = load_system(name)
+    nvlink = load_fabric(sys_spec.nvlink, sys_spec.id)
+    if nvlink.links is not None and sys_spec.nvlink_domain_gpus > nvlink.links + 1:
+        raise InputError(str(resolve("systems", name, "command line", "hardware")), "nvlink_domain_gpus",
+                         f"{sys_spec.nvlink_domain_gpus} GPUs cannot be fully connected by {nvlink.id}'s "
+                         f"{nvlink.links} links per GPU; valid: at most {nvlink.links + 1}")
     return Hardware(
         system=sys_spec,
         gpu=load_gpu(sys_spec.gpu, sys_spec.id),
-        nvlink=load_fabric(sys_spec.nvlink, sys_spec.id),
+        nvlink=nvlink,
         scaleout=load_fabric(sys_spec.scaleout, sys_spec.id),
         systems=systems,
         oversubscription=oversubscription,
