@@ -199,7 +199,7 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "kernel_sources": {p.role: p.cost.timer.sources for p in setup.pools
                            if isinstance(p.cost, StepCostModel) and isinstance(p.cost.timer, TableTimer)},
         "wall_s": wall,
-        "run_length": None,
+        "run_length": run_length.RunLength("every request simulated", len(workload), len(workload)).as_dict(),
     }
     busy = list(stats.busy_s)
     if length is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import simpy
 import yaml
+from test_perf import software
 
 from gpusim.cli import main
 from gpusim.deploy import rule_deployment
@@ -25,7 +26,6 @@ from gpusim.specs.catalog import clear_cache
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import FabricSpec, GpuSpec, Hardware, SystemSpec, load_fabric, load_hardware
 from gpusim.specs.model import ModelSpec, load_model
-from gpusim.specs.software import SoftwareProfile
 from gpusim.specs.sourced import Sourced
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,18 +92,6 @@ def toy(topology: str) -> Hardware:
     return Hardware(system=system, gpu=gpu, nvlink=mesh, scaleout=ib)
 
 
-def software() -> SoftwareProfile:
-    """0.5 of the link for collectives, 1 us per collective hop, no fixed kernel times."""
-    half = S(0.5)
-    return SoftwareProfile(
-        id="t", name="test", hbm_bandwidth_fraction=half, gemm_efficiency_max=half, gemm_m_half=S(10),
-        attention_prefill_flops_fraction=half, attention_decode_bandwidth_fraction=half,
-        allreduce_busbw_fraction=half, nvlink_hop_latency_us=S(1), alltoall_efficiency=half,
-        alltoall_hop_latency_us=S(1), alltoall_scaleout_hop_latency_us=S(1),
-        moe_imbalance=S(1), kernel_launch_us=S(0), step_overhead_us=S(0),
-    )
-
-
 def dense_model() -> ModelSpec:
     return ModelSpec(id="tiny", name="Tiny", hf_id="-", num_layers=LAYERS, hidden_size=H, num_attention_heads=8,
                      num_kv_heads=8, head_dim=128, vocab_size=1024, intermediate_size=4096, source="test")
@@ -111,7 +99,7 @@ def dense_model() -> ModelSpec:
 
 def comm(hw: Hardware, dep: Deployment, op: str) -> float:
     """Seconds of `op` in a decode step of 100 sequences (100 tokens)."""
-    cm = StepCostModel(hw, dense_model(), dep, software())
+    cm = StepCostModel(hw, dense_model(), dep, software(step_us=0.0))
     return cm.breakdown(BatchShape(decode_seqs=100, decode_context=100)).by_op[op]
 
 
