@@ -188,7 +188,6 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         **summarize(records, spec.scenario, bench.limits(spec.scenario), setup.num_gpus),
         **steady_summary(records, spec.scenario, setup.num_gpus, stats.instances, stats.instance_gpus,
                          _produced(stats, records)),
-        **conformance(records, setup, spec.scenario, len(workload)),
         "issued_requests": len(workload),
         "preemptions": int(records["preemptions"].sum()),
         "preemptions_per_request": float(records["preemptions"].sum() / max(len(records), 1)),
@@ -202,10 +201,12 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "run_length": run_length.RunLength("every request simulated", len(workload), len(workload)).as_dict(),
     }
     busy = list(stats.busy_s)
+    skipped = length is not None and length.skipped_requests > 0
     if length is not None:
         length.extend(summary, busy)
-        summary.update(conformance(records, setup, spec.scenario, length.issued_requests, summary["simulated_s"]),
-                       issued_requests=length.issued_requests, run_length=length.as_dict())
+        summary.update(issued_requests=length.issued_requests, run_length=length.as_dict())
+    summary.update(conformance(records, setup, spec.scenario, summary["issued_requests"],
+                               summary["simulated_s"] if skipped else None))
     summary.update(result_fields(bench, spec.scenario, summary, records))
     summary.update(energy_and_cost(summary, hw, replace(stats, busy_s=busy),
                                    spec.costs and spec.costs.model_dump(exclude_none=True)))

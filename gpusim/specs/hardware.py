@@ -196,9 +196,7 @@ class Hardware(_Spec):
         fabric = self.nvlink
         if fabric.topology == "switched" or fabric.links is None:
             return self.nvlink_bandwidth
-        if isinstance(peers, np.ndarray):  # the kernel-table fits pass a column of group sizes
-            return self.nvlink_bandwidth * np.clip(peers, 1, fabric.links) / fabric.links
-        return self.nvlink_bandwidth * min(max(peers, 1), fabric.links) / fabric.links
+        return self.nvlink_bandwidth * np.clip(peers, 1, fabric.links) / fabric.links  # also a column of groups
 
     @property
     def scaleout_bandwidth(self) -> float:
