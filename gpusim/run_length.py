@@ -1,4 +1,4 @@
-"""How much of an Offline run to simulate: until its steady rate is known, then skip the rest of its middle.
+"""How much of a run to simulate: until what it reports is known, then skip the rest of its stationary middle.
 
 An Offline run issues every sample at once, and LoadGen reports all output tokens over the time to the last
 completion: a warm-up while the batch fills, a long stationary middle where the queue feeds a full batch, and
@@ -9,6 +9,16 @@ over and the steady rate's 95% interval moves the reported figure by at most `TA
 extends the prefix's summary by the skipped samples (`RunLength.extend`): their expected tokens (N - n times
 the dataset's mean output length) at the steady rate, every instance busy as in the window. What decided the
 length and the figure's uncertainty are in the summary (`run_length`); `run_length: full` simulates all N.
+
+A Server (or Interactive) run is stationary in the same way once its batch has turned over: Poisson arrivals
+at a fixed rate. A run of more than `MAX_SIMULATED` arrivals (a rack at a short-output benchmark's peak) is
+simulated by `converged_server` as its first n of N arrivals (the same stream's), n grown until the p99 TTFT and
+TPOT of the stationary requests are known to `LATENCY_TARGET` (batch means over `BATCHES` groups in arrival
+order: the latencies of neighbouring requests move together, so the groups, not the requests, are the
+independent samples) or n reaches `MAX_SIMULATED`; each stationary request then stands for
+(N - warm-up) / (stationary) issued ones (`RunLength.weigh`): LoadGen's p99s and early-stopping counts of the
+whole run, from the prefix. The skipped arrivals add their expected tokens and
+their (N - n) / QPS seconds of arrivals, as above.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import pandas as pd
 
 from gpusim.analysis.steady import WARMUP_QUANTILE, SteadyWindow, TokenCount, queue_empty_times, steady_window
 from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.metrics import WEIGHT_COLUMN, add_latency_columns, loadgen_percentile
 from gpusim.specs.benchmark import BenchmarkSpec
 
 TARGET_UNCERTAINTY = 0.01
@@ -43,12 +54,30 @@ T_975_9 = 2.262
 """Student's t for a two-sided 95% interval with BATCHES - 1 degrees of freedom."""
 TURNOVER_MARGIN = 1.3
 """A prefix too short to turn over is followed by one this much longer than the turn-over needs."""
+LATENCY_TARGET = 0.03
+"""A Server run's p99 TTFT and TPOT: relative 95% half-width at which they count as known. A full run's own spread
+from seed to seed is wider: GB300 NVL72 DeepSeek-R1 at 170 QPS over 2,400 s, p99 TPOT 61-70 ms (5% standard
+deviation) and TTFT 245-261 ms over five seeds. A Server run's tokens/s follows its arrivals, not its steady rate,
+so the rate's interval is reported (`uncertainty`) but does not decide the length."""
+STATIONARY_GAP = 0.01
+"""A Server run is stationary once its requests in flight are within this share of their stationary count."""
+MIN_GROUP_REQUESTS = 500
+"""Stationary requests per group at least, so that each group's p99 is a tail and not its maximum."""
+FIRST_SERVER_MOST = 250_000
+"""A Server run's first prefix: `FIRST_SHARE` of its arrivals, at most this many (a rack at Llama 2's peak issues
+23 million in 2,400 s; its batch is stationary within the first 100,000)."""
+MAX_SIMULATED = 1_000_000
+"""A Server run of this many arrivals or fewer is simulated whole; a longer one simulates a prefix of at most this
+many (Vera Rubin NVL72 Llama 2 at its peak: 1.25 million simulated of 23.4 million in 35 s and 0.64 GB) and
+reports what it has with its uncertainty. Near its peak rate a rack's p99 TTFT moves with bursts of queueing
+rarer than a prefix sees: the same run's p99 TTFT came out at 0.11 s (±5%) after 1 million arrivals and at 0.56 s
+(±31%) after 4 million, both within Llama 2's 2 s limit; the interval is the batch means' and understates there."""
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class RunLength:
-    """What an Offline run simulated, what it skipped and how sure the reported figure is."""
+    """What a run simulated, what it skipped and how sure the reported figures are."""
 
     decided_by: str
     issued_requests: int
@@ -58,18 +87,33 @@ class RunLength:
     skipped_s: float = 0.0
     uncertainty: float = 0.0
     """Relative 95% half-width the skip adds to the reported tokens/s (0: every request simulated)."""
+    latency_uncertainty: float = 0.0
+    """Server-like runs: the larger relative 95% half-width of the p99 TTFT and TPOT (0: every request simulated)."""
+    steady_from_s: float | None = None
+    """Server-like runs: requests scheduled from here on stand for the skipped ones (`weigh`)."""
+
+    def weigh(self, records: pd.DataFrame) -> None:
+        """A Server prefix's `records` as the whole run's: each request scheduled in the stationary part gets the
+        `WEIGHT_COLUMN` of the issued requests it stands for, the warm-up's count once."""
+        if not self.skipped_requests or self.steady_from_s is None:
+            return
+        steady = records["scheduled_s"].to_numpy(np.float64) >= self.steady_from_s
+        warm = len(records) - int(steady.sum())
+        records[WEIGHT_COLUMN] = np.where(steady, (self.issued_requests - warm) / max(int(steady.sum()), 1), 1.0)
 
     def extend(self, summary: dict, busy_s: list[float]) -> None:
         """`summary` (the prefix's LoadGen fields) and the instances' `busy_s`, as the full run's: the skipped
         samples' tokens and time added, every instance busy at the window's fraction meanwhile."""
         if not self.skipped_requests:
             return
-        duration = summary["simulated_s"] + self.skipped_s
+        rate = summary["output_tokens_per_s"]  # LoadGen's figure: Offline's last completion, Server's last-scheduled
+        figure_s = (summary["output_tokens"] / rate if rate else summary["simulated_s"]) + self.skipped_s
         tokens = summary["output_tokens"] + self.skipped_tokens
         done = summary["completed_requests"] + self.skipped_requests
-        summary.update(simulated_s=duration, output_tokens=round(tokens), output_tokens_per_s=tokens / duration,
-                       output_tokens_per_s_per_gpu=tokens / duration / summary["num_gpus"], completed_requests=done,
-                       samples_per_s=done / duration)
+        summary.update(simulated_s=summary["simulated_s"] + self.skipped_s, output_tokens=round(tokens),
+                       output_tokens_per_s=tokens / figure_s,
+                       output_tokens_per_s_per_gpu=tokens / figure_s / summary["num_gpus"], completed_requests=done,
+                       samples_per_s=done / figure_s)
         share = summary.get("steady_busy_fraction") or 1.0
         busy_s[:] = [b + self.skipped_s * share for b in busy_s]
 
@@ -133,4 +177,98 @@ def skip(bench: BenchmarkSpec, seed: int, samples: int, records: pd.DataFrame, w
                      samples - n, tokens, seconds, uncertainty)
 
 
-__all__ = ["TARGET_UNCERTAINTY", "RunLength", "converged_offline", "mean_output_tokens", "rate_interval", "skip"]
+def server_arrivals(min_count: int, qps: float, duration_s: float) -> int:
+    """A Server run's expected arrivals: LoadGen schedules queries until one falls at or past `duration_s`."""
+    return max(min_count, math.floor(qps * duration_s) + 1)
+
+
+def p99_interval(records: pd.DataFrame, window: SteadyWindow) -> float:
+    """The larger relative 95% half-width of the stationary requests' p99 TTFT and TPOT, from the p99s of
+    `BATCHES` groups in arrival order (batch means); inf with fewer than `MIN_GROUP_REQUESTS` per group."""
+    df = add_latency_columns(records)
+    df = df[(df["scheduled_s"] >= window.start_s) & df["completion_s"].notna()].sort_values("scheduled_s")
+    if len(df) < BATCHES * MIN_GROUP_REQUESTS:
+        return math.inf
+    widest = 0.0
+    for col in ("ttft_s", "tpot_s"):
+        values = df[col].to_numpy(np.float64)
+        pooled = loadgen_percentile(values, 0.99)
+        if not pooled > 0:
+            continue
+        groups = np.array([loadgen_percentile(g, 0.99) for g in np.array_split(values, BATCHES)])
+        widest = max(widest, T_975_9 * float(np.std(groups, ddof=1)) / math.sqrt(BATCHES) / pooled)
+    return widest
+
+
+def stationary_point(times: np.ndarray) -> float:
+    """The t at which E[min(T, t)] reaches (1 - `STATIONARY_GAP`) · E[T] for the sample `times` of T."""
+    t = np.sort(times[~np.isnan(times)])
+    if not t.size:
+        return math.inf
+    n = t.size
+    below = np.concatenate(([0.0], np.cumsum(t)[:-1]))  # Σ of the shorter times at each sorted t
+    reached = (below + t * (n - np.arange(n))) / n  # E[min(T, t_k)]
+    return float(t[min(int(np.searchsorted(reached, (1 - STATIONARY_GAP) * float(t.mean()))), n - 1)])
+
+
+def stationary_from(records: pd.DataFrame) -> float:
+    """When a Server run's requests in flight reach their stationary count to within `STATIONARY_GAP`: with
+    arrivals at a constant rate since t0, those in flight at t0 + t number rate · E[min(T, t)] against rate · E[T]
+    at stationarity (T: a request's time in the system, `stationary_point`). DeepSeek-R1's 20k-token tail keeps its
+    batch growing for about as long as its slowest requests take, long after the p90 (`steady_window`'s turn-over)."""
+    scheduled = records["scheduled_s"].to_numpy(np.float64)
+    return float(scheduled.min()) + stationary_point(records["completion_s"].to_numpy(np.float64) - scheduled)
+
+
+def stationary_forecast(bench: BenchmarkSpec, seed: int, records: pd.DataFrame) -> float:
+    """`stationary_from`'s offset for the whole dataset's output lengths (a prefix holds few of its longest), at
+    the prefix's seconds in the system per output token."""
+    time = (records["completion_s"] - records["scheduled_s"]).sum() / max(float(records["output_tokens"].sum()), 1.0)
+    return stationary_point(dataset_lengths(bench, seed)[1].astype(np.float64)) * float(time)
+
+
+def converged_server(bench: BenchmarkSpec, qps: float, duration_s: float, seed: int,
+                     simulate: Callable[[int], tuple[pd.DataFrame, TokenCount, bool, T]]) -> tuple[T, RunLength] | None:
+    """The simulated prefix of a Server-like run (`simulate(n)`: its records, the engine's token count, whether it
+    stopped once it could only be INVALID, and what the caller keeps) and how the rest of its arrivals is skipped;
+    None when the whole run is what it takes: `MAX_SIMULATED` arrivals or fewer, simulated whole (a prefix's p99s
+    miss the rare bursts of queueing that a longer run meets near its peak, and a peak search judges on them). A
+    stopped prefix is its own run (INVALID either way). The prefix's stationary part runs from `stationary_from`
+    to its last arrival, and must be its second half at least."""
+    total = server_arrivals(bench.server_min_query_count, qps, duration_s)
+    if total <= MAX_SIMULATED:
+        return None
+    n = max(min(math.ceil(total * FIRST_SHARE), FIRST_SERVER_MOST), 2 * BATCHES * MIN_GROUP_REQUESTS)
+    while True:
+        records, produced, stopped, result = simulate(n)
+        if stopped:
+            return result, RunLength("stopped once it could only be INVALID", n, n)
+        start, end = stationary_from(records), float(records["scheduled_s"].max())
+        offset = max(start - float(records["scheduled_s"].min()), stationary_forecast(bench, seed, records))
+        growth = TURNOVER_MARGIN * 2 * offset / max(end, 1e-9)
+        if 2 * start <= end:
+            window = SteadyWindow(start, end, produced(start, end) if produced else 0.0, 1.0)
+            rate, latency = (rate_interval(window, produced) if produced else math.inf), p99_interval(records, window)
+            if latency <= LATENCY_TARGET or n >= MAX_SIMULATED:
+                return result, server_skip(bench, seed, total, qps, records, window, rate, latency)
+            growth = max(growth, (min(latency, 1e3) / LATENCY_TARGET) ** 2)
+        if n >= MAX_SIMULATED:  # (whole runs this long are refused, `specs.experiment.MAX_ARRIVALS`)
+            return result, RunLength(f"the first {n:,} arrivals: the batch had not reached its stationary size", n, n)
+        n = min(math.ceil(n * max(2.0, growth)), MAX_SIMULATED)
+
+
+def server_skip(bench: BenchmarkSpec, seed: int, total: int, qps: float, records: pd.DataFrame,
+                window: SteadyWindow, rate: float, latency: float) -> RunLength:
+    """The skip of a Server run's arrivals after a prefix of `records`: their expected tokens, and (total - n) / QPS
+    more seconds of arrivals; the steady rate known to ±`rate`, the p99s to ±`latency`."""
+    n = len(records)
+    seconds = (total - n) / qps
+    end_s = float(np.nanmax(records["completion_s"]))
+    how = (f"p99 TTFT/TPOT converged (±{100 * latency:.1f}%) and steady rate (±{100 * rate:.1f}%) "
+           f"over {window.seconds:,.0f} s")
+    return RunLength(how, total, n, total - n, (total - n) * mean_output_tokens(bench, seed), seconds,
+                     rate * seconds / (end_s + seconds), latency, window.start_s)
+
+
+__all__ = ["LATENCY_TARGET", "TARGET_UNCERTAINTY", "RunLength", "converged_offline", "converged_server",
+           "mean_output_tokens", "p99_interval", "rate_interval", "server_arrivals", "skip", "stationary_from"]

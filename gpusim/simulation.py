@@ -107,9 +107,36 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
         expected_qps = partial(setup.single_stream_qps, spec.seed)
     if spec.scenario == "offline" and spec.run_length == "converged":
         return converged_offline_run(setup, spec, offline_samples(spec, setup.bench, expected_qps))
+    if spec.scenario in SERVER_LIKE and spec.run_length == "converged" and spec.samples is None:
+        return converged_server_run(setup, spec, stop_when_invalid)
     workload = build_workload(spec, setup.bench, expected_qps)
     stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
     return run_workload(setup, spec, workload, stop)
+
+
+def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -> Result:
+    """A Server-like run at `spec.qps` for its duration, simulated only as far as its p99s and steady rate need
+    (`run_length.converged_server`); the whole run when they need most of it."""
+    walls: list[float] = []
+    duration = spec.duration_s or setup.bench.min_duration_s
+
+    def prefix(n: int) -> tuple[pd.DataFrame, TokenCount, bool, tuple]:
+        workload = scenarios.server(setup.bench, spec.qps, spec.seed, samples=n)
+        stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
+        records, stats, wall = setup.simulate(workload, stop)
+        walls.append(wall)
+        return records, _produced(stats, records), stats.stopped_s is not None, (workload, records, stats, stop)
+
+    found = run_length.converged_server(setup.bench, spec.qps, duration, spec.seed, prefix)
+    if found is None:
+        workload = build_workload(spec, setup.bench, lambda: spec.qps)
+        stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
+        result = run_workload(setup, spec, workload, stop)
+        result.summary["wall_s"] += sum(walls)
+        return result
+    (workload, records, stats, stop), how = found
+    how.weigh(records)
+    return result_of(setup, spec, workload, records, stats, sum(walls), stop, length=how)
 
 
 def converged_offline_run(setup: Setup, spec: RunSpec, samples: int) -> Result:

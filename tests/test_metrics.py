@@ -57,6 +57,18 @@ def test_loadgen_percentile_index_rule() -> None:
     assert math.isnan(loadgen_percentile([], 0.5))
 
 
+@pytest.mark.parametrize("p", [0.0, 0.02, 0.5, 0.9, 0.99, 1.0])
+def test_a_weighted_percentile_is_the_percentile_of_the_values_repeated_by_their_weights(p) -> None:
+    rng = np.random.default_rng(1)
+    values, weights = rng.permutation(np.arange(1.0, 41.0)), rng.integers(1, 30, size=40)
+    values[3] = math.nan  # dropped with its weight
+    expanded = np.repeat(values, weights)
+    assert loadgen_percentile(values, p, weights) == loadgen_percentile(expanded, p)
+    assert loadgen_percentile(values, p, np.ones(40)) == loadgen_percentile(values, p)
+    # by hand: 1, 2, 3 once and 4 standing for 97: index int(100 * 0.02) = 2 of the expanded list is 3
+    assert loadgen_percentile([4.0, 1.0, 3.0, 2.0], 0.02, [97, 1, 1, 1]) == 3.0
+
+
 def test_summary_offline() -> None:
     s = summarize(records(THREE), "offline", None, num_gpus=2)
     assert s["simulated_s"] == pytest.approx(4.0)

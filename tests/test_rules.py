@@ -68,6 +68,17 @@ def test_ttft_and_tpot_are_judged_separately():
     assert "TPOT constrain" not in c.reason
 
 
+def test_weighted_records_count_the_requests_they_stand_for():
+    # a skipped run's 1,000 simulated requests standing for 3,000: 10 slow first tokens count as 30, and
+    # early stopping needs the issued count that 30 over-latency queries demand
+    df = _records(1000, 0.5, 0.05)
+    df.loc[990:, "first_token_s"] += 5.0
+    df["weight"] = 3.0
+    c = check(df, BENCH, "server", queries_issued=3000)
+    ttft_es = next(e for e in c.early_stopping if e.metric == "TTFT")
+    assert ttft_es.overlatency == 30 and ttft_es.min_queries == early_stopping_min_queries(30)
+    assert c.ttft_p99_s == pytest.approx(5.5)  # 30 of 3,000 past 0.5 s: index 2,970 is a slow one
+
 def test_offline_min_duration_is_the_max_latency():
     n = BENCH.offline_min_query_count
     df = _records(n, 0.5, 0.05, spacing=0.0)

@@ -47,8 +47,8 @@ def test_a_skip_by_hand(monkeypatch):
 
 def test_the_skipped_middle_extends_the_summary_by_hand():
     how = rl.RunLength("test", 1000, 400, 600, 60_000.0, 30.0, 0.004)
-    summary = {"simulated_s": 20.0, "output_tokens": 40_000, "completed_requests": 400, "num_gpus": 8,
-               "steady_busy_fraction": 0.5}
+    summary = {"simulated_s": 20.0, "output_tokens": 40_000, "output_tokens_per_s": 2_000.0,
+               "completed_requests": 400, "num_gpus": 8, "steady_busy_fraction": 0.5}
     busy = [10.0, 20.0]
     how.extend(summary, busy)
     assert summary["simulated_s"] == 50.0 and summary["output_tokens"] == 100_000
@@ -56,6 +56,17 @@ def test_the_skipped_middle_extends_the_summary_by_hand():
     assert summary["output_tokens_per_s_per_gpu"] == pytest.approx(250.0)
     assert summary["samples_per_s"] == pytest.approx(20.0)
     assert busy == [25.0, 35.0]  # 30 s more at the window's busy fraction
+
+
+def test_a_server_skip_extends_loadgens_figure_time_not_the_drain():
+    # LoadGen's Server figure: tokens over the time to the last-scheduled query's completion (16 s here, the
+    # drain runs to 20 s); 30 s of skipped arrivals add to the 16 s, not to the 20 s
+    how = rl.RunLength("test", 1000, 400, 600, 60_000.0, 30.0, 0.004)
+    summary = {"simulated_s": 20.0, "output_tokens": 40_000, "output_tokens_per_s": 2_500.0,
+               "completed_requests": 400, "num_gpus": 8}
+    how.extend(summary, [])
+    assert summary["simulated_s"] == 50.0
+    assert summary["output_tokens_per_s"] == pytest.approx(100_000 / 46)
 
 
 def test_the_interval_of_a_constant_rate_is_zero_and_grows_with_its_spread():
@@ -114,3 +125,47 @@ def test_the_queue_instances_of_an_offline_run():
     split = done.assign(instance=[2, 2, 2], prefill_instance=[0, 1, 1])  # disaggregated: the prefill instances queue
     assert sorted(queue_empty_times(split)) == [1.0, 5.0]
     assert np.isclose(queue_empty_times(split.drop(columns=["instance", "prefill_instance"])), 5.0).all()
+
+
+H200_SERVER = {"hardware": "h200-hgx", "benchmark": "llama2-70b", "scenario": "server", "qps": 75.0,
+               "duration_s": 1200.0}
+
+
+@pytest.fixture(scope="module")
+def server_full_and_converged():
+    full = run_spec(RunSpec(**H200_SERVER, run_length="full")).summary
+    with pytest.MonkeyPatch.context() as mp:  # a small run made long: 90,000 arrivals against a 20,000 ceiling
+        mp.setattr(rl, "MAX_SIMULATED", 20_000)
+        mp.setattr(rl, "FIRST_SERVER_MOST", 10_000)
+        converged = run_spec(RunSpec(**H200_SERVER)).summary
+    return full, converged
+
+
+def test_a_converged_server_run_gives_the_full_runs_answer_from_a_part_of_it(server_full_and_converged):
+    full, converged = server_full_and_converged
+    how = converged["run_length"]
+    # the skipped arrivals are their expected count (QPS x seconds), the full run's its Poisson draw
+    assert how["simulated_requests"] <= 20_000 < how["issued_requests"]
+    assert converged["issued_requests"] == pytest.approx(full["issued_requests"], rel=3 / math.sqrt(90_000))
+    assert converged["valid"] == full["valid"]
+    # each figure within its stated 95% interval of the full run's (a part of the same arrival stream)
+    for key in ("ttft_p99_s", "tpot_p99_s"):
+        assert converged[key] == pytest.approx(full[key], rel=max(how["latency_uncertainty"], 0.01))
+    assert converged["output_tokens_per_s"] == pytest.approx(full["output_tokens_per_s"],
+                                                             rel=max(how["uncertainty"], 0.005))
+    assert converged["simulated_s"] == pytest.approx(full["simulated_s"], rel=0.02)
+
+
+def test_a_server_run_within_the_ceiling_is_simulated_whole(server_full_and_converged):
+    full, _ = server_full_and_converged
+    whole = run_spec(RunSpec(**H200_SERVER)).summary
+    assert whole["run_length"]["skipped_requests"] == 0
+    assert whole["ttft_p99_s"] == full["ttft_p99_s"] and whole["output_tokens"] == full["output_tokens"]
+
+
+def test_a_converged_server_run_may_stand_for_more_arrivals_than_a_whole_run_may_hold():
+    spec = {"hardware": "vr-nvl72", "benchmark": "llama2-70b", "scenario": "server", "qps": 10_000.0,
+            "duration_s": 2400.0}
+    assert RunSpec(**spec).run_length == "converged"
+    with pytest.raises(ValueError, match="arrivals"):
+        RunSpec(**spec, run_length="full")

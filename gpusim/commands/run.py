@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default 2400)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--full", dest="run_length", action="store_const", const="full",
-                   help="Offline: simulate every sample (default: until the steady rate is known, the rest of the "
-                        "stationary middle skipped; the output says how much and the figure's uncertainty)")
+                   help="simulate every request (default: an Offline run until its steady rate is known, a Server "
+                        "run of over a million arrivals until its p99s are, the rest of the stationary middle "
+                        "skipped; the output says how much and each figure's uncertainty)")
     r.add_argument("--seed", type=int)
     r.add_argument("--costs", type=Path, help="YAML of cost overrides, e.g. `capex_usd: 4.0e6` (fields of "
                    "hardware_profiles/costs.yaml)")
@@ -170,10 +171,11 @@ def _format_summary(s: dict) -> str:
 
 
 def _run_length_text(r: dict) -> str:
-    """What an Offline run simulated and skipped (`gpusim/run_length.py`)."""
+    """What a run simulated and skipped (`gpusim/run_length.py`)."""
+    p99 = f", p99 TTFT/TPOT ±{100 * r['latency_uncertainty']:.1f}%" if r.get("latency_uncertainty") else ""
     return (f"run length  simulated {r['simulated_requests']:,} of {r['issued_requests']:,} requests, then "
             f"{r['skipped_s']:,.0f} s of the stationary middle at its steady rate ({r['decided_by']}): throughput "
-            f"±{100 * r['uncertainty']:.1f}%; --full simulates every request")
+            f"±{100 * r['uncertainty']:.1f}%{p99}; --full simulates every request")
 
 
 def _verdict(s: dict) -> str:

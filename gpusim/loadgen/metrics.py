@@ -29,17 +29,35 @@ REQUEST_COLUMNS = [
 
 SERVER_LIKE = ("server", "interactive")
 
+WEIGHT_COLUMN = "weight"
+"""Optional records column: how many issued requests a simulated one stands for (a Server run whose stationary
+middle was skipped, `gpusim/run_length.py`); absent, every request counts once."""
 
-def loadgen_percentile(values: Sequence[float] | np.ndarray | pd.Series, p: float) -> float:
+
+def loadgen_percentile(values: Sequence[float] | np.ndarray | pd.Series, p: float,
+                       weights: Sequence[float] | np.ndarray | pd.Series | None = None) -> float:
     """LoadGen's percentile: sort, take the value at index `int(n * p)` (clamped to n-1).
 
-    NaNs are dropped first; no values → NaN.
+    NaNs are dropped first; no values → NaN. With `weights` (how many issued requests each value stands for,
+    `WEIGHT_COLUMN`) the value where the sorted values' cumulative weight first exceeds int(W · p), W their
+    total: the same index as without weights when every weight is 1.
     """
     a = np.asarray(values, dtype=np.float64)
-    a = np.sort(a[~np.isnan(a)])
-    if a.size == 0:
+    keep = ~np.isnan(a)
+    if not keep.any():
         return math.nan
-    return float(a[min(max(int(a.size * p), 0), a.size - 1)])
+    if weights is None:
+        a = np.sort(a[keep])
+        return float(a[min(max(int(a.size * p), 0), a.size - 1)])
+    order = np.argsort(a[keep], kind="stable")
+    cum = np.cumsum(np.asarray(weights, dtype=np.float64)[keep][order])
+    k = int(np.searchsorted(cum, math.floor(cum[-1] * p + 1e-9), side="right"))
+    return float(a[keep][order][min(k, order.size - 1)])
+
+
+def request_weights(df: pd.DataFrame) -> np.ndarray | None:
+    """The records' `WEIGHT_COLUMN` (None when absent: every request stands for itself)."""
+    return df[WEIGHT_COLUMN].to_numpy(np.float64) if WEIGHT_COLUMN in df else None
 
 
 def add_latency_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -104,11 +122,12 @@ def summarize(
         "output_tokens_per_s_per_gpu": tok_per_s / num_gpus,
         "completed_requests": n,
     }
+    w = request_weights(df)
     for col, key in (("ttft_s", "ttft"), ("tpot_s", "tpot")):
         for p in (50, 90, 99):
-            out[f"{key}_p{p}_s"] = loadgen_percentile(df[col], p / 100)
-    out["latency_p50_s"] = loadgen_percentile(df["latency_s"], 0.50)
-    out["latency_p99_s"] = loadgen_percentile(df["latency_s"], 0.99)
+            out[f"{key}_p{p}_s"] = loadgen_percentile(df[col], p / 100, w)
+    out["latency_p50_s"] = loadgen_percentile(df["latency_s"], 0.50, w)
+    out["latency_p99_s"] = loadgen_percentile(df["latency_s"], 0.99, w)
     out["samples_per_s"] = samples_per_s
     out["valid"], out["invalid_reason"] = _verdict(out, limits)
     return out

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import betainc
 
-from gpusim.loadgen.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile
+from gpusim.loadgen.metrics import SERVER_LIKE, add_latency_columns, loadgen_percentile, request_weights
 from gpusim.loadgen.scenarios import SINGLESTREAM_MIN_QUERIES
 from gpusim.specs.benchmark import BenchmarkSpec
 
@@ -247,13 +247,15 @@ def check(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_is
         raise ValueError(f"{bench.id} has no {scenario} latency limits")
     duration = float(df["scheduled_s"].max()) if len(df) else 0.0
     ttft, tpot, e2e = df["ttft_s"].to_numpy(), df["tpot_s"].to_numpy(), df["latency_s"].to_numpy()
+    w = request_weights(df)
     judged = [("TTFT", ttft, limits.ttft_s), ("TPOT", tpot, limits.tpot_s), ("latency", e2e, limits.latency_s)]
-    early = [_early_stopping(m, v, limit, issued) for m, v, limit in judged if limit is not None and limit < math.inf]
+    early = [_early_stopping(m, v, limit, issued, w) for m, v, limit in judged
+             if limit is not None and limit < math.inf]
     return Checks(scenario, min_duration, duration, issued, bench.server_min_query_count,
-                  ttft_p99_s=_none_if_nan(loadgen_percentile(ttft, SERVER_PERCENTILE)),
-                  tpot_p99_s=_p99_or_unbounded(tpot, limits.tpot_s),
+                  ttft_p99_s=_none_if_nan(loadgen_percentile(ttft, SERVER_PERCENTILE, w)),
+                  tpot_p99_s=_p99_or_unbounded(tpot, limits.tpot_s, w),
                   limits=(limits.ttft_s, limits.tpot_s), early_stopping=early,
-                  latency_p99_s=_none_if_nan(loadgen_percentile(e2e, SERVER_PERCENTILE)),
+                  latency_p99_s=_none_if_nan(loadgen_percentile(e2e, SERVER_PERCENTILE, w)),
                   latency_limit_s=limits.latency_s)
 
 
@@ -277,14 +279,17 @@ def verdict(records: pd.DataFrame, bench: BenchmarkSpec, scenario: str, queries_
     return c.valid, c.reason
 
 
-def _early_stopping(metric: str, values: np.ndarray, limit_s: float, issued: int) -> EarlyStopping:
-    over = int(np.count_nonzero(values[~np.isnan(values)] > limit_s))
+def _early_stopping(metric: str, values: np.ndarray, limit_s: float, issued: int,
+                    weights: np.ndarray | None = None) -> EarlyStopping:
+    """Queries past `limit_s` (each counted as the issued requests it stands for, `weights`)."""
+    past = ~np.isnan(values) & (values > limit_s)
+    over = int(np.count_nonzero(past)) if weights is None else round(float(weights[past].sum()))
     return EarlyStopping(metric, limit_s, over, issued, early_stopping_min_queries(over))
 
 
-def _p99_or_unbounded(values: np.ndarray, limit_s: float) -> float | None:
+def _p99_or_unbounded(values: np.ndarray, limit_s: float, weights: np.ndarray | None = None) -> float | None:
     """p99 of a token latency; 0 where it is undefined (single-token items) and unbounded by the benchmark."""
-    p99 = _none_if_nan(loadgen_percentile(values, SERVER_PERCENTILE))
+    p99 = _none_if_nan(loadgen_percentile(values, SERVER_PERCENTILE, weights))
     return 0.0 if p99 is None and limit_s == math.inf else p99
 
 

@@ -20,8 +20,10 @@ kernel tables (gpusim.perf.table_step)."""
 
 
 MAX_ARRIVALS = 20_000_000
-"""Requests one Server-like run may issue: the engine holds every request's record (about 400 bytes each, 8 GB
+"""Requests one Server-like run may simulate: the engine holds every request's record (about 400 bytes each, 8 GB
 at this count on the 24 GB machines gpusim is sized for)."""
+MAX_STANDING_ARRIVALS = 1_000_000_000
+"""Requests a converged Server-like run may stand for: it simulates at most `run_length.MAX_SIMULATED` of them."""
 DEFAULT_ARRIVALS_S = 600.0
 """Seconds of arrivals a Server-like run without `duration_s` is taken to ask for here: MLPerf's minimum."""
 
@@ -82,9 +84,11 @@ class RunSpec(BaseModel):
                 raise ValueError(f"scenario {self.scenario!r} needs {name}")
         arrivals = self.samples or (self.qps * (self.duration_s or DEFAULT_ARRIVALS_S)
                                     if isinstance(self.qps, float | int) else 0)
-        if arrivals > MAX_ARRIVALS:
-            raise ValueError(f"qps: qps × duration_s asks for {arrivals:,.0f} arrivals, more than the {MAX_ARRIVALS:,} "
-                             "a run may issue (memory grows with them); lower qps or duration_s, or set samples")
+        converged = self.run_length == "converged" and self.samples is None
+        most = MAX_STANDING_ARRIVALS if converged else MAX_ARRIVALS
+        if arrivals > most:
+            raise ValueError(f"qps: qps × duration_s asks for {arrivals:,.0f} arrivals, more than the {most:,} "
+                             f"a{' converged' if converged else ''} run may issue; lower qps or duration_s")
         return self
 
 
