@@ -66,6 +66,13 @@ MIN_GROUP_REQUESTS = 500
 FIRST_SERVER_MOST = 250_000
 """A Server run's first prefix: `FIRST_SHARE` of its arrivals, at most this many (a rack at Llama 2's peak issues
 23 million in 2,400 s; its batch is stationary within the first 100,000)."""
+FORECAST_MARGIN = 2.0
+"""A prefix forecasts when its run turns stationary low, its batch not yet full: GB300 NVL72 DeepSeek-R1 at 170
+QPS, 424 s from its first 12,751 arrivals against 836 s from 191,052. A run the forecast times this says a prefix
+could not skip `MIN_SKIP_SHARE` of is simulated whole (3 racks at 557 QPS: 1.34 million arrivals, 65 s)."""
+WHOLE_MOST = 4_000_000
+"""A Server run of at most this many arrivals is simulated whole when a prefix would not do (about two minutes and
+1.6 GB); a longer one reports the prefix it has."""
 MAX_SIMULATED = 1_000_000
 """A Server run of this many arrivals or fewer is simulated whole; a longer one simulates a prefix of at most this
 many (Vera Rubin NVL72 Llama 2 at its peak: 1.25 million simulated of 23.4 million in 35 s and 0.64 GB) and
@@ -231,13 +238,16 @@ def converged_server(bench: BenchmarkSpec, qps: float, duration_s: float, seed: 
                      simulate: Callable[[int], tuple[pd.DataFrame, TokenCount, bool, T]]) -> tuple[T, RunLength] | None:
     """The simulated prefix of a Server-like run (`simulate(n)`: its records, the engine's token count, whether it
     stopped once it could only be INVALID, and what the caller keeps) and how the rest of its arrivals is skipped;
-    None when the whole run is what it takes: `MAX_SIMULATED` arrivals or fewer, simulated whole (a prefix's p99s
-    miss the rare bursts of queueing that a longer run meets near its peak, and a peak search judges on them). A
-    stopped prefix is its own run (INVALID either way). The prefix's stationary part runs from `stationary_from`
+    None when the whole run is what it takes: `MAX_SIMULATED` arrivals or fewer (a prefix's p99s miss the rare
+    bursts of queueing that a longer run meets near its peak, and a peak search judges on them), or a run of at
+    most `WHOLE_MOST` arrivals whose prefix would not turn stationary and converge with `MIN_SKIP_SHARE` of it
+    left to skip. A stopped prefix is its own run (INVALID either way); a run too long to simulate whole
+    reports its longest prefix, with what it lacked. The prefix's stationary part runs from `stationary_from`
     to its last arrival, and must be its second half at least."""
     total = server_arrivals(bench.server_min_query_count, qps, duration_s)
     if total <= MAX_SIMULATED:
         return None
+    whole = total <= WHOLE_MOST  # the answer when a prefix would not skip enough
     n = max(min(math.ceil(total * FIRST_SHARE), FIRST_SERVER_MOST), 2 * BATCHES * MIN_GROUP_REQUESTS)
     while True:
         records, produced, stopped, result = simulate(n)
@@ -245,14 +255,16 @@ def converged_server(bench: BenchmarkSpec, qps: float, duration_s: float, seed: 
             return result, RunLength("stopped once it could only be INVALID", n, n)
         start, end = stationary_from(records), float(records["scheduled_s"].max())
         offset = max(start - float(records["scheduled_s"].min()), stationary_forecast(bench, seed, records))
-        growth = TURNOVER_MARGIN * 2 * offset / max(end, 1e-9)
+        growth = FORECAST_MARGIN * TURNOVER_MARGIN * 2 * offset / max(end, 1e-9)
         if 2 * start <= end:
             window = SteadyWindow(start, end, produced(start, end) if produced else 0.0, 1.0)
             rate, latency = (rate_interval(window, produced) if produced else math.inf), p99_interval(records, window)
             if latency <= LATENCY_TARGET or n >= MAX_SIMULATED:
                 return result, server_skip(bench, seed, total, qps, records, window, rate, latency)
             growth = max(growth, (min(latency, 1e3) / LATENCY_TARGET) ** 2)
-        if n >= MAX_SIMULATED:  # (whole runs this long are refused, `specs.experiment.MAX_ARRIVALS`)
+        if whole and (n >= MAX_SIMULATED or n * growth > total * (1 - MIN_SKIP_SHARE)):
+            return None
+        if n >= MAX_SIMULATED:
             return result, RunLength(f"the first {n:,} arrivals: the batch had not reached its stationary size", n, n)
         n = min(math.ceil(n * max(2.0, growth)), MAX_SIMULATED)
 

@@ -169,3 +169,29 @@ def test_a_converged_server_run_may_stand_for_more_arrivals_than_a_whole_run_may
     assert RunSpec(**spec).run_length == "converged"
     with pytest.raises(ValueError, match="arrivals"):
         RunSpec(**spec, run_length="full")
+
+
+def _slow_prefix(n: int, qps: float = 10.0) -> pd.DataFrame:
+    """n arrivals at `qps`, each in the system for as long as the whole prefix lasts: never stationary."""
+    scheduled = np.arange(n) / qps
+    return pd.DataFrame({"scheduled_s": scheduled, "first_token_s": scheduled + 1.0,
+                         "completion_s": scheduled + n / qps, "output_tokens": 100})
+
+
+@pytest.mark.parametrize("whole_most, expected", [(20_000, "whole"), (5_000, "prefix")])
+def test_a_server_prefix_that_cannot_turn_stationary_gives_way_to_the_whole_run(monkeypatch, whole_most, expected):
+    for name, value in {"MAX_SIMULATED": 2_000, "FIRST_SERVER_MOST": 1_000, "MIN_GROUP_REQUESTS": 50,
+                        "WHOLE_MOST": whole_most}.items():
+        monkeypatch.setattr(rl, name, value)
+    asked: list[int] = []
+
+    def simulate(n: int):
+        asked.append(n)
+        return _slow_prefix(n), None, False, n
+
+    found = rl.converged_server(load_benchmark("llama2-70b"), 10.0, 1_000.0, 0, simulate)
+    if expected == "whole":  # 10,001 arrivals fit: the first prefix says a prefix would not skip enough
+        assert found is None and asked == [1_000]
+    else:  # too many to simulate whole: the longest prefix, saying what it lacked
+        n, how = found
+        assert n == asked[-1] == 2_000 and how.issued_requests == 2_000 and "stationary" in how.decided_by
