@@ -82,13 +82,16 @@ def _at_peak(setup: Setup, spec: RunSpec, source: str) -> Result:
     else as long as submitters run (`rules.SUBMISSION_DURATION_S`), as `gpusim mlperf` finds it. MLPerf's 600 s
     minimum ends DeepSeek-R1's runs before their batch turns over: GB300 NVL72's TP4/EP4 default passes at 274
     QPS there and at 186 over 2,400 s."""
+    from gpusim.defaults import replica_peak
     from gpusim.loadgen.rules import SERVER_LIKE, SUBMISSION_DURATION_S
     from gpusim.search import peak_qps
 
     if spec.scenario not in SERVER_LIKE:
         raise InputError(source, "qps", f"peak is searched for server or interactive, not {spec.scenario}")
     length = spec.duration_s or SUBMISSION_DURATION_S
-    peak = peak_qps(setup, spec.scenario, length, spec.seed)
+    hint = replica_peak(setup.hardware, setup.model.id, setup.bench.id, spec.scenario, setup.deployment, length,
+                        spec.seed)
+    peak = peak_qps(setup, spec.scenario, length, spec.seed, hint=hint)
     if peak.search.peak <= 0:
         raise InputError(source, "qps", f"no QPS of {setup.deployment.name} passes the {spec.scenario} limits")
     result = peak.trial.result

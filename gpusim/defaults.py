@@ -99,6 +99,21 @@ def searched_entry(hw: Hardware, model_id: str, benchmark: str, scenario: str, s
     return entry if entry is not None and entry.searched_gpus == (gpus or hw.num_gpus) else None
 
 
+def replica_peak(hw: Hardware, model_id: str, benchmark: str, scenario: str, deployment: AnyDeployment,
+                 duration_s: float, seed: int) -> float | None:
+    """Where a walk to `deployment`'s peak QPS on `hw` may start when it is the shipped searched default of
+    `hw`'s system for this question (same benchmark, software, run length and seed): the shipped peak times the
+    GPUs it now fills (independent instances behind one router, on more systems or the whole of a searched
+    slice); None otherwise. A start only: the walk judges every rate it reports (`search.walk_to_flip`)."""
+    system = same_as_shipped(hw) if hw.oversubscription == 1 else None
+    table = read_defaults(system) if system is not None else None
+    if table is None or (table.duration_s, seed, benchmark) != (duration_s, 0, model_id):
+        return None
+    entry = table.entries.get(model_id, {}).get(scenario)
+    same = entry is not None and entry.deployment.name == deployment.name and deployment.software == table.software
+    return entry.peak_qps * hw.num_gpus / entry.searched_gpus if same and entry.peak_qps else None
+
+
 LIGHT_GPUS = 2
 """A light model's weights fit in half of the HBM of this many GPUs: its best instances are small."""
 
@@ -129,6 +144,5 @@ def today() -> str:
     return datetime.date.today().isoformat()
 
 
-__all__ = ["DEFAULTS", "SCENARIOS", "DefaultEntry", "DefaultsFile", "read_defaults", "searched_default",
-           "searched_entry",
-           "slice_gpus", "write_defaults"]
+__all__ = ["DEFAULTS", "SCENARIOS", "DefaultEntry", "DefaultsFile", "read_defaults", "replica_peak",
+           "searched_default", "searched_entry", "slice_gpus", "write_defaults"]

@@ -9,7 +9,8 @@ import pytest
 import gpusim.best as best
 from gpusim.build import prepare
 from gpusim.cli import main
-from gpusim.defaults import read_defaults, searched_entry
+from gpusim.defaults import read_defaults, replica_peak, searched_default, searched_entry
+from gpusim.specs.hardware import load_hardware
 
 SMALL = prepare("b200-hgx", "llama2-70b")
 
@@ -123,3 +124,19 @@ def test_a_shipped_question_re_measures_the_shipped_winner_and_no_cache_searches
             best.find_best(SMALL, "server", None, use_cache=use_cache)
     assert calls[0] == ("confirm", entry.deployment, entry.peak_qps)
     assert calls[1][0] == "search"
+
+
+def test_a_peak_walk_on_more_systems_starts_from_the_shipped_peak_per_gpu():
+    shipped = read_defaults("gb300-nvl72")
+    entry = shipped.entries["deepseek-r1"]["server"]
+    hw = load_hardware("gb300-nvl72", systems=3)
+    dep = searched_default(hw, "deepseek-r1", "server")
+    # by hand: three racks of the rack's shipped deployment, searched on one rack's 72 GPUs
+    assert entry.searched_gpus == 72
+    assert replica_peak(hw, "deepseek-r1", "deepseek-r1", "server", dep, shipped.duration_s, 0) == \
+        pytest.approx(3 * entry.peak_qps)
+    # another question, another deployment or another run length: no start from it
+    assert replica_peak(hw, "deepseek-r1", "deepseek-r1", "server", dep, 600.0, 0) is None
+    assert replica_peak(hw, "deepseek-r1", "deepseek-r1", "server", dep, shipped.duration_s, 1) is None
+    other = dep.model_copy(update={"name": "fp4-tp8-pp1-ep8-b256-t8192"})
+    assert replica_peak(hw, "deepseek-r1", "deepseek-r1", "server", other, shipped.duration_s, 0) is None

@@ -106,7 +106,7 @@ def test_the_peak_rate_is_searched_as_long_as_submitters_run_unless_the_run_says
 
     asked = []
 
-    def peak_qps(setup, scenario, duration_s=None, seed=0):
+    def peak_qps(setup, scenario, duration_s=None, seed=0, hint=None):
         asked.append(duration_s)
         raise RuntimeError("stop here")
 
