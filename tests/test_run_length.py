@@ -195,3 +195,13 @@ def test_a_server_prefix_that_cannot_turn_stationary_gives_way_to_the_whole_run(
     else:  # too many to simulate whole: the longest prefix, saying what it lacked
         n, how = found
         assert n == asked[-1] == 2_000 and how.issued_requests == 2_000 and "stationary" in how.decided_by
+
+
+def test_a_climbing_p99_counts_as_unknown_and_a_level_one_does_not():
+    level = np.array([1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.1, 0.9, 1.05, 0.95])
+    assert rl.group_drift(level) == 0.0
+    climbing = 1.0 + 0.1 * np.arange(10) + 0.01 * np.array([1, -1] * 5)
+    # by hand: least squares slope of 0.1 + 0.01 x (the alternating residue's covariance with k) over 9 steps
+    k = np.arange(10)
+    slope = 0.1 + 0.01 * float(((k - k.mean()) * np.array([1, -1] * 5)).sum() / ((k - k.mean()) ** 2).sum())
+    assert rl.group_drift(climbing) == pytest.approx(9 * slope)
