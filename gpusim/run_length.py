@@ -17,8 +17,8 @@ TPOT of the stationary requests are known to `LATENCY_TARGET` (batch means over 
 order: the latencies of neighbouring requests move together, so the groups, not the requests, are the
 independent samples) or n reaches `MAX_SIMULATED`; each stationary request then stands for
 (N - warm-up) / (stationary) issued ones (`RunLength.weigh`): LoadGen's p99s and early-stopping counts of the
-whole run, from the prefix. The skipped arrivals add their expected tokens and
-their (N - n) / QPS seconds of arrivals, as above.
+whole run, from the prefix. The skipped arrivals add their expected tokens and their (N - n) / QPS seconds of
+arrivals, as above. A prefix that cannot turn stationary with enough left to skip gives way to the whole run.
 """
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ class RunLength:
         if not self.skipped_requests or self.steady_from_s is None:
             return
         steady = records["scheduled_s"].to_numpy(np.float64) >= self.steady_from_s
-        warm = len(records) - int(steady.sum())
-        records[WEIGHT_COLUMN] = np.where(steady, (self.issued_requests - warm) / max(int(steady.sum()), 1), 1.0)
+        stationary = int(steady.sum())
+        warm = len(records) - stationary
+        records[WEIGHT_COLUMN] = np.where(steady, (self.issued_requests - warm) / max(stationary, 1), 1.0)
 
     def extend(self, summary: dict, busy_s: list[float]) -> None:
         """`summary` (the prefix's LoadGen fields) and the instances' `busy_s`, as the full run's: the skipped

@@ -109,9 +109,17 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
         return converged_offline_run(setup, spec, offline_samples(spec, setup.bench, expected_qps))
     if spec.scenario in SERVER_LIKE and spec.run_length == "converged" and spec.samples is None:
         return converged_server_run(setup, spec, stop_when_invalid)
+    return whole_run(setup, spec, expected_qps, stop_when_invalid)
+
+
+def whole_run(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], stop_when_invalid: bool) -> Result:
+    """Every request of `spec`'s workload simulated (`run_setup`)."""
     workload = build_workload(spec, setup.bench, expected_qps)
-    stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
-    return run_workload(setup, spec, workload, stop)
+    return run_workload(setup, spec, workload, _invalid_stop(setup, spec, workload, stop_when_invalid))
+
+
+def _invalid_stop(setup: Setup, spec: RunSpec, workload: Workload, wanted: bool) -> InvalidStop | None:
+    return InvalidStop.for_run(setup.bench, spec.scenario, workload) if wanted else None
 
 
 def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -> Result:
@@ -122,16 +130,14 @@ def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -
 
     def prefix(n: int) -> tuple[pd.DataFrame, TokenCount, bool, tuple]:
         workload = scenarios.server(setup.bench, spec.qps, spec.seed, samples=n)
-        stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
+        stop = _invalid_stop(setup, spec, workload, stop_when_invalid)
         records, stats, wall = setup.simulate(workload, stop)
         walls.append(wall)
         return records, _produced(stats, records), stats.stopped_s is not None, (workload, records, stats, stop)
 
     found = run_length.converged_server(setup.bench, spec.qps, duration, spec.seed, prefix)
     if found is None:
-        workload = build_workload(spec, setup.bench, lambda: spec.qps)
-        stop = InvalidStop.for_run(setup.bench, spec.scenario, workload) if stop_when_invalid else None
-        result = run_workload(setup, spec, workload, stop)
+        result = whole_run(setup, spec, lambda: spec.qps, stop_when_invalid)
         result.summary["wall_s"] += sum(walls)
         return result
     (workload, records, stats, stop), how = found
