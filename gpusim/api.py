@@ -40,7 +40,7 @@ def setup_for(spec: RunSpec, source: str = "command line", workers: int = 1) -> 
     if isinstance(spec.deployment, Deployment | DisaggregatedDeployment):
         spec = spec.model_copy(update={"deployment": _completed(spec, source)})
     setup = prepare(spec.hardware, spec.benchmark, spec.systems, None if best else spec.deployment, source,
-                    spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario)
+                    spec.oversubscription, spec.model, spec.timing, scenario=spec.scenario, software=spec.software)
     if spec.scenario in ("server", "interactive"):
         setup.bench.require_limits(spec.scenario, source)
     if best:

@@ -155,12 +155,13 @@ def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | AnyDeployment | None = None,
             source: str = "command line", oversubscription: float = 1.0, model: str | None = None,
-            timing: Timing = "roofline", scenario: str | None = None) -> Setup:
+            timing: Timing = "roofline", scenario: str | None = None, software: str | None = None) -> Setup:
     """Load profiles by name and build the setup with the deployment `gpusim.deploy.decide` makes of
-    `deployment` (the default for `scenario`, a file completed from it, or an object as it is). `model` replaces
-    the benchmark's model (the benchmark still gives the dataset and latency limits)."""
+    `deployment` (the default for `scenario`, a file completed from it, or an object as it is; `software`
+    replaces its software profile). `model` replaces the benchmark's model (the benchmark still gives the dataset
+    and latency limits)."""
     hw = load_hardware(hardware, systems, oversubscription)
     bench = load_benchmark(benchmark)
     model = load_workload_model(bench, model)
-    dep, dep_source = decide(hw, bench, model, scenario, deployment, source)
+    dep, dep_source = decide(hw, bench, model, scenario, deployment, source, software)
     return make_setup(hw, bench, model, dep, dep_source, timing)

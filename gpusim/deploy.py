@@ -23,7 +23,7 @@ from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import Hardware, load_hardware, same_as_shipped
 from gpusim.specs.loading import read_yaml, validate
 from gpusim.specs.model import ModelSpec
-from gpusim.specs.software import software_names
+from gpusim.specs.software import load_software, software_names
 
 WEIGHT_SHARE = 0.5
 """The default deployment keeps weights under this share of HBM, leaving the rest for the KV cache."""
@@ -69,6 +69,10 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: AnyDeployment, source:
         if not hw.supports(dtype):
             valid = ", ".join(hw.gpu.dense_tflops)
             raise InputError(source, field, f"{hw.gpu.name} has no {dtype} tensor cores; valid: {valid}")
+    missing = load_software(dep.software, source).features.lacks(dep)
+    if missing:
+        raise InputError(source, missing[0], f"software {dep.software} does not run {missing[1]}; valid: a "
+                         "deployment without it, or a software profile whose features include it")
     pool_counts(hw, dep, source)
 
 
@@ -167,17 +171,32 @@ def spec_default(spec: RunSpec) -> AnyDeployment:
 
 
 def decide(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None,
-           given: str | AnyDeployment | None, source: str) -> tuple[AnyDeployment, str]:
+           given: str | AnyDeployment | None, source: str, software: str | None = None) -> tuple[AnyDeployment, str]:
     """The deployment a run uses and the name of where it came from (for error messages): without one (or with
     `default`) the default for `scenario` (`default_for`); a deployment file completed from that default
-    (`complete`); a Deployment object as it is."""
+    (`complete`); a Deployment object as it is. `software` (a profile name or file) replaces its software and
+    keeps the rest: the what-if of one deployment on another software generation."""
     default = default_for(hw, bench, model, scenario)
     if given is None or given == "default":
-        return default, source
-    if isinstance(given, str):
+        dep, dep_source = default, source
+    elif isinstance(given, str):
         dep, dep_source = load_deployment(given)
-        return complete(dep, default, dep_source), dep_source
-    return given, "deployment"
+        dep = complete(dep, default, dep_source)
+    else:
+        dep, dep_source = given, "deployment"
+    if software is None:
+        return dep, dep_source
+    return dep.model_copy(update={"software": software_ref(software, source)}), dep_source
+
+
+def software_ref(software: str, source: str, base: Path | None = None) -> str:
+    """A software profile as a deployment names it: a shipped or `GPUSIM_PATH` name, or a file path (relative to
+    `base`); InputError naming the valid ones otherwise."""
+    if is_path(software):
+        return str(resolve("software", software, source, "software", base))
+    if software not in software_names():
+        raise unknown_name(source, "software", software, software_names())
+    return software
 
 
 def load_deployment(spec: str | AnyDeployment) -> tuple[AnyDeployment, str]:
@@ -186,11 +205,8 @@ def load_deployment(spec: str | AnyDeployment) -> tuple[AnyDeployment, str]:
         return spec, "deployment"
     path = Path(spec)
     data = read_yaml(path)
-    software = data.get("software")
-    if isinstance(software, str) and is_path(software):  # a software profile beside the deployment file
-        data["software"] = str(resolve("software", software, spec, "software", path.parent))
-    elif isinstance(software, str) and software not in software_names():
-        raise unknown_name(spec, "software", software, software_names())
+    if isinstance(data.get("software"), str):  # a software profile may lie beside the deployment file
+        data["software"] = software_ref(data["software"], spec, path.parent)
     return validate(deployment_type(data), data, spec), spec
 
 

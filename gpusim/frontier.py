@@ -98,8 +98,9 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
     """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own and the best disaggregated
     one among them."""
     best: dict[tuple, tuple[float, Setup, pd.DataFrame]] = {}  # per layout: its highest-capacity budget variant
-    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, seed=seed):
-        s = base.with_deployment(dep.model_copy(update={"software": base.deployment.software}), dep.name)
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, seed=seed,
+                                     software=base.deployment.software):
+        s = base.with_deployment(dep, dep.name)
         pts = analytic_points(s, limits, seed)
         cap = float(pts["qps"].max()) if len(pts) else 0.0
         if cap > best.get(layout_key(dep), (0.0,))[0]:

@@ -411,7 +411,7 @@ TOKENS_PER_RANK = (2048, 8192)
 
 
 def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, scenario: str,
-                          gpus: int | None = None, seed: int = 0) -> Iterator[AnyDeployment]:
+                          gpus: int | None = None, seed: int = 0, software: str = "trtllm") -> Iterator[AnyDeployment]:
     """Every deployment worth trying that fits: the one place to add new dimensions.
 
     Aggregated: weights fp4 (where the GPU has FP4 tensor cores) and fp8, activations alike, FP8 KV
@@ -421,8 +421,9 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
     throughput). Disaggregated (MoE models on NVLink
     domains of 16 GPUs or more): 1, 2 or 4 prefill instances of DEP4 or DEP8 and wide-EP decode
     instances over the rest of each domain. MTP with the model's default acceptance is added to every
-    candidate where the benchmark's rules allow it in this scenario. Deployments that fail
-    `check_deployment` or `plan_memory` (does not fit) are skipped; a batch cap above what the KV cache holds
+    candidate where the benchmark's rules allow it in this scenario. Candidates run `software`; those that
+    fail `check_deployment` (a feature the software lacks among its reasons) or `plan_memory` (does not fit)
+    are skipped; a batch cap above what the KV cache holds
     is lowered to it (`kv_sized`). `gpus` below the hardware's count is a GPU budget (a published slice of a
     system): aggregated instances that fit in it, as many as fit.
     """
@@ -430,6 +431,7 @@ def candidate_deployments(hw: Hardware, model: ModelSpec, bench: BenchmarkSpec, 
     lengths = Lengths.of(*dataset_lengths(bench, seed))
     seen: set[str] = set()
     for dep in _layouts(hw, model):
+        dep = dep.model_copy(update={"software": software})
         if gpus is not None and gpus < hw.num_gpus:
             if not isinstance(dep, Deployment) or dep.gpus_per_instance > gpus:
                 continue
@@ -570,8 +572,8 @@ def shortlist(base: Setup, scenario: str, seed: int = 0, screen: int = 3,
     of each of the top `screen` layouts within `SCREEN_KEEP` of the best estimate, the starting deployment
     unless it thrashes (`Setup.thrashes`: no candidate does, `kv_sized`), and (Offline) their balanced variants."""
     est: list[Ranked] = []
-    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus, seed):
-        dep = dep.model_copy(update={"software": base.deployment.software})
+    for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, gpus, seed,
+                                     base.deployment.software):
         s = base.with_deployment(dep, dep.name)
         q = expected_qps(s, scenario, seed)
         if q > 0:

@@ -43,6 +43,8 @@ class Question(BaseModel):
     seed: int = 0
     timing: Timing = "roofline"
     """How kernels are timed: the fitted roofline, or NVIDIA's measured tables (`table`)."""
+    software: str | None = None
+    """The software profile every deployment runs (default: the deployment's own), e.g. `trtllm-v5.1`."""
 
 
 class SearchRun(Question):
@@ -98,7 +100,8 @@ class Submission:
 
 def question_setup(q: Question, deployment: str | None, source: str) -> Setup:
     """The setup of `q` with `deployment` (None: the default), checked to have `q`'s scenario in MLPerf."""
-    setup = prepare(q.hardware, q.benchmark, q.systems, deployment, source, timing=q.timing, scenario=q.scenario)
+    setup = prepare(q.hardware, q.benchmark, q.systems, deployment, source, timing=q.timing, scenario=q.scenario,
+                    software=q.software)
     if q.scenario in SERVER_LIKE and setup.bench.limits(q.scenario) is None:
         raise InputError("command line", "scenario", f"{q.benchmark} has no {q.scenario} scenario in MLPerf")
     return setup

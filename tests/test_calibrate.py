@@ -158,6 +158,14 @@ def test_derived_generation_scales_kernels_and_keeps_other_overrides(tmp_path) -
         assert bw.value(fixed) == pytest.approx(newer.for_architecture("blackwell").value(fixed) * 2, rel=1e-3)
     assert old.overrides["blackwell"]["moe_efficiency_fp4"].source == "table fit"
     assert newer.adp_balance is not None and old.adp_balance is None  # a later generation's serving feature
+    # the older generation's own serving (features, balance), once written with its sources, survives a re-derivation
+    own = old.model_copy(update={"features": old.features.model_copy(update={"max_ep": 8, "source": "its configs"}),
+                                 "adp_balance": newer.adp_balance.model_copy(update={"timeout_iters": 6})})
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(own.model_dump(mode="json", exclude_none=True)))
+    fit.derive_generation("old", newer, csv, "v5.1", "cmd", tmp_path / "old.yaml")
+    again = SoftwareProfile.model_validate(yaml.safe_load((tmp_path / "old.yaml").read_text()))
+    assert again.features.max_ep == 8 and again.features.source == "its configs"
+    assert again.adp_balance.timeout_iters == 6 and newer.features.max_ep is None
 
 
 def test_generation_ratio_pairs_two_spellings_of_one_gpu(tmp_path) -> None:

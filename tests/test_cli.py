@@ -69,6 +69,9 @@ def test_experiment_yaml_runs_and_flags_override(capsys, tmp_path):
         (["run", *SMALL, "--scenario", "concurrency", "--concurrency", "4"], "needs isl"),
         (["show", "hardware", "nope"], "valid:"),
         (["run", "--hardware", "vr-nvl72", "--timing", "table"], "timing: no measured kernel tables"),
+        (["run", *SMALL, "--software", "trtllm-v4"], "unknown 'trtllm-v4'; valid: sglang, trtllm, trtllm-v5.1"),
+        (["run", "--hardware", "gb300-nvl72", "--software", "trtllm-v5.1", "--deployment",
+          "experiments/deployments/gb300-deepseek-r1-wide-ep.yaml"], "ep: software trtllm-v5.1 does not run expert"),
     ],
 )
 def test_bad_input_is_one_line_with_exit_2(capsys, args, needle):
@@ -76,6 +79,17 @@ def test_bad_input_is_one_line_with_exit_2(capsys, args, needle):
     assert code == 2
     assert needle in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err and out == ""
+
+
+def test_software_replaces_the_deployments_own_and_keeps_its_layout(capsys):
+    code, out, _ = run_cli(capsys, "run", *SMALL, "--scenario", "offline", "--json")
+    v6 = json.loads(out)
+    code, out, _ = run_cli(capsys, "run", *SMALL, "--scenario", "offline", "--software", "trtllm-v5.1", "--json")
+    v51 = json.loads(out)
+    assert code == 0 and v51["deployment"]["software"] == "trtllm-v5.1" and v6["deployment"]["software"] == "trtllm"
+    assert {k: v for k, v in v51["deployment"].items() if k != "software"} == \
+        {k: v for k, v in v6["deployment"].items() if k != "software"}
+    assert v51["output_tokens_per_s"] < v6["output_tokens_per_s"]  # the older generation's kernels are slower
 
 
 def test_deployment_errors_name_the_file_and_field(capsys, tmp_path):

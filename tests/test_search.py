@@ -190,7 +190,8 @@ def test_search_candidates_run_with_the_starting_software_profile():
 
 def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_offers():
     """trtllm (the v6 generation) offers attention-DP balancing, for any pool that runs attention DP; the v5.1
-    generation and vLLM offer none; a deployment's own setting is kept."""
+    generation its own (NVIDIA's v5.1 configs: 2 batching-wait, 6 timeout iterations); vLLM none; a deployment's
+    own setting is kept."""
     from gpusim.specs.deployment import AdpBalance, Deployment, DisaggregatedDeployment, Parallelism
 
     adp = Deployment(tp=8, ep=8, attention_dp=True, name="dep8")
@@ -198,7 +199,8 @@ def test_attention_dp_candidates_are_also_tried_with_the_balance_their_software_
     assert offer is not None and offer.name == "dep8-balance"
     assert (offer.adp_balance.timeout_iters, offer.adp_balance.batching_wait_iters) == (60, 0)
     assert balanced(Deployment(tp=8, ep=8)) is None
-    assert balanced(adp.model_copy(update={"software": "trtllm-v5.1"})) is None
+    v51 = balanced(adp.model_copy(update={"software": "trtllm-v5.1"}))
+    assert (v51.adp_balance.timeout_iters, v51.adp_balance.batching_wait_iters) == (6, 2)
     assert balanced(adp.model_copy(update={"software": "vllm"})) is None
     assert balanced(adp.model_copy(update={"adp_balance": AdpBalance(timeout_iters=5)})) is None
     disagg = DisaggregatedDeployment(mode="disaggregated", prefill=Parallelism(tp=4, ep=4, attention_dp=True),
@@ -365,3 +367,36 @@ def test_a_search_run_stops_once_it_can_only_be_invalid_and_keeps_the_verdict():
     plain = trial(SMALL, "server", qps=50.0, duration_s=60.0)
     assert ok.valid and ok.result.summary["stopped"] is None
     assert ok.result.summary["output_tokens_per_s"] == plain.result.summary["output_tokens_per_s"]
+
+
+def test_a_software_generation_runs_only_the_features_it_has():
+    """A round's software is its kernels and its features: trtllm-v5.1 runs no expert parallelism beyond 8 GPUs
+    (NVIDIA's v5.1 DeepSeek-R1 configs), so the search never proposes wide EP or the wide-EP decode pools of a
+    disaggregated layout with it, and a deployment that needs one is refused, naming the field."""
+    from gpusim.deploy import check_deployment
+    from gpusim.errors import InputError
+    from gpusim.specs.benchmark import load_benchmark
+    from gpusim.specs.deployment import MTP, Deployment
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.software import ServingFeatures
+
+    hw, model = load_hardware("gb300-nvl72"), load_model("deepseek-r1")
+    bench = load_benchmark("deepseek-r1")
+
+    def widest(d):
+        return max(d.role(r).ep for r in ("prefill", "decode"))
+
+    v6 = list(candidate_deployments(hw, model, bench, "server"))
+    v51 = list(candidate_deployments(hw, model, bench, "server", software="trtllm-v5.1"))
+    assert max(map(widest, v6)) > 8 and any(d.mode == "disaggregated" for d in v6)
+    assert v51 and max(map(widest, v51)) == 8 and {d.software for d in v51} == {"trtllm-v5.1"}
+    dep16 = Deployment(tp=16, ep=16, attention_dp=True, software="trtllm-v5.1")
+    with pytest.raises(InputError) as err:
+        check_deployment(hw, model, dep16, "my.yaml")
+    assert err.value.field == "ep" and "beyond 8" in err.value.message
+    check_deployment(hw, model, dep16.model_copy(update={"software": "trtllm"}), "my.yaml")
+    none = ServingFeatures(mtp=False, disaggregated=False)
+    assert none.lacks(Deployment(mtp=MTP(depth=1, acceptance=[0.8]))) == ("mtp", "MTP speculative decoding "
+                                                                        "(features.mtp: false)")
+    assert none.lacks(next(d for d in v6 if d.mode == "disaggregated"))[0] == "mode"
+    assert none.lacks(Deployment(tp=8, ep=8)) is None

@@ -381,10 +381,11 @@ GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "attention_pref
                         "host_seq_us")
 
 
-NEWER_FEATURES = ("adp_balance",)
-"""Serving features of the newest generation that a derived older one lacks: NVIDIA credits v6.0's DeepSeek-R1
-gains on the same GB300 NVL72 to "optimized attention data parallel processing, and better load balancing
-across ranks" (its v6.0 results post), so the v5.1 generation runs attention DP without the balance."""
+OWN_SERVING = ("features", "adp_balance")
+"""What a generation runs beyond its kernels' speed: data of its own profile, each with its source there (v5.1's
+from NVIDIA's v5.1 DeepSeek-R1 configs), kept when its constants are re-derived. A first derivation takes the newer
+generation's features without its `adp_balance`: NVIDIA credits v6.0's DeepSeek-R1 gains on the same GB300 NVL72 to
+"optimized attention data parallel processing, and better load balancing across ranks" (its v6.0 results post)."""
 
 
 def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
@@ -415,7 +416,8 @@ def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
 def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round: str, command: str,
                       path: Path | None = None) -> dict:
     """An older generation of `newer`: kernel efficiencies divided and fixed times multiplied by the MLPerf
-    Offline per-GPU ratio between the rounds on the same hardware (grade D: one speed factor for all kernels)."""
+    Offline per-GPU ratio between the rounds on the same hardware (grade D: one speed factor for all kernels);
+    its serving features its own (`OWN_SERVING`)."""
     ratio, pairs = generation_ratio(mlperf, old_round)
 
     def scaled(sw: SoftwareProfile) -> dict[str, float]:
@@ -427,9 +429,11 @@ def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round
                       **scaled(newer.for_architecture(a))} for a in archs}  # other overrides kept as they are
     data = f"{mlperf.name}: Offline per-GPU ratio newest round / {old_round} = {ratio:.3f} ({pairs})"
     block = calibration_block(command, data, {"speed_ratio": ratio}, {})
-    base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)",
-                                    **dict.fromkeys(NEWER_FEATURES)})
-    write_profile(name, base, arch_values, {}, block, path)
+    target = path or SOFTWARE / f"{name}.yaml"
+    own = SoftwareProfile.model_validate(yaml.safe_load(target.read_text())) if target.exists() else None
+    serving = {k: getattr(own, k) for k in OWN_SERVING} if own else {"adp_balance": None}
+    base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)", **serving})
+    write_profile(name, base, arch_values, {}, block, target)
     return block
 
 

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--deployment", help="deployment YAML, `default` (the default deployment) or `best` (the "
                      "searched best, the default)")
     how.add_argument("--search", action="store_true", help="search the deployments that fit for the best (the default)")
+    m.add_argument("--software", help="software profile every deployment runs, e.g. trtllm-v5.1 (its kernels and "
+                   "serving features; default: the deployment's own)")
     m.add_argument("--no-cache", dest="use_cache", action="store_false",
                    help="search again even if this question's result is cached ($GPUSIM_CACHE, ~/.cache/gpusim)")
     m.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -74,7 +76,8 @@ def _cmd_mlperf(args: argparse.Namespace) -> int:
     run = validate(MlperfRun, {"hardware": args.hardware, "systems": args.systems or 1, "benchmark": args.benchmark,
                                "scenario": args.scenario, "deployment": args.deployment, "search": args.search or None,
                                "duration_s": args.duration_s or SUBMISSION_DURATION_S, "seed": args.seed or 0,
-                               "timing": args.timing or "roofline", **_how(args)}, "command line")
+                               "timing": args.timing or "roofline", "software": args.software, **_how(args)},
+                   "command line")
     out, text = mlperf_result(run, log)
     if args.out is not None:
         _write(args.out, text, out)

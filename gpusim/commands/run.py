@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
     r.add_argument("--deployment", help="deployment YAML (what it leaves out comes from the default), `default` "
                    "(the searched default for the hardware, model and scenario) or `best` (searched now, cached)")
+    r.add_argument("--software", help="run the deployment with this software profile instead of its own, e.g. "
+                   "trtllm-v5.1 (gpusim list software)")
     r.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="with --deployment best: search contenders simulated at once (default: the CPU count)")
     r.add_argument("--duration", dest="duration_s", type=float,
@@ -53,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
-               "deployment", "duration_s", "samples", "run_length", "seed", "oversubscription", "timing")
+               "deployment", "software", "duration_s", "samples", "run_length", "seed", "oversubscription", "timing")
 
 
 def _qps(text: str) -> float | str:
@@ -131,7 +133,8 @@ def _format_summary(s: dict) -> str:
         f"scenario {s['scenario']}" + (f" at {s['target_qps']:g} QPS" if s["target_qps"] else "")
         + (f" (its peak valid rate over {s['peak_search_s']:,.0f} s of arrivals)" if s.get("peak_qps") else ""),
         f"deployment  {dep['name']}: {s['instances']} instances × {par}, weights {dep['weights']}, "
-        f"KV {dep['kv_cache']}, batch ≤ {limits['max_batch_size']}, ≤ {limits['max_num_tokens']:,} tokens per step, "
+        f"KV {dep['kv_cache']}, software {dep['software']}, batch ≤ {limits['max_batch_size']}, "
+        f"≤ {limits['max_num_tokens']:,} tokens per step, "
         f"{s['kv_capacity_tokens_per_instance']:,} KV tokens per instance",
         *([f"            ({s['deployment_origin']})"] if _worth_saying(s.get("deployment_origin")) else []),
         f"completed   {s['completed_requests']:,} requests, {s['output_tokens']:,} output tokens "

@@ -48,6 +48,9 @@ class RunSpec(BaseModel):
     osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
     deployment: str | AnyDeployment | None = None
+    software: str | None = None
+    """Run the deployment with this software profile (a name or a file) instead of its own: e.g. `trtllm-v5.1`,
+    the v5.1 generation's kernels and serving features."""
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
@@ -93,14 +96,15 @@ class RunSpec(BaseModel):
 
 
 def load_run_spec(path: Path) -> RunSpec:
-    """Read an experiment YAML; relative deployment, trace, hardware, benchmark and model paths are relative to
-    the file."""
+    """Read an experiment YAML; relative deployment, trace, hardware, benchmark, model and software paths are
+    relative to the file."""
     data = read_yaml(path)
     for key in ("deployment", "trace"):
         value = data.get(key)
         if isinstance(value, str) and not Path(value).is_absolute() and (path.parent / value).exists():
             data[key] = str(path.parent / value)
-    for key, kind in (("hardware", "systems"), ("benchmark", "benchmarks"), ("model", "models")):
+    for key, kind in (("hardware", "systems"), ("benchmark", "benchmarks"), ("model", "models"),
+                      ("software", "software")):
         value = data.get(key)
         if isinstance(value, str) and is_path(value):
             data[key] = str(resolve(kind, value, str(path), key, path.parent))

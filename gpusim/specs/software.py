@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpusim.specs.catalog import clear_cache, load_ref, names, shipped_dir
-from gpusim.specs.deployment import AdpBalance
+from gpusim.specs.deployment import AdpBalance, Deployment, DisaggregatedDeployment
 from gpusim.specs.sourced import Grade, Sourced
 
 SOFTWARE = shipped_dir("software")
@@ -109,6 +109,34 @@ class OfferedAdpBalance(AdpBalance):
     def config(self) -> AdpBalance:
         """The deployment's `adp_balance` that runs it."""
         return AdpBalance(timeout_iters=self.timeout_iters, batching_wait_iters=self.batching_wait_iters)
+
+
+class ServingFeatures(BaseModel):
+    """What a software generation runs beyond its kernels' speed. A round's software is its kernels (the
+    constants) and these features: the deployment search tries only what they allow, and a deployment that
+    needs one the profile lacks is refused. Every field is a what-if: copy a profile and change it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mtp: bool = True
+    """Speculative decoding with the model's multi-token-prediction module."""
+    disaggregated: bool = True
+    """Prefill and decode in separate pools, the KV cache moved between them."""
+    max_ep: int | None = Field(None, ge=1)
+    """The widest expert-parallel group the generation runs (None: any; 8: no wide EP beyond one HGX board)."""
+    source: str = "the engines' current releases run all of them (docs/mlperf.md)"
+    grade: Grade = "B"
+
+    def lacks(self, dep: Deployment | DisaggregatedDeployment) -> tuple[str, str] | None:
+        """(field, what is missing) for the first feature `dep` needs that these lack; None if it runs."""
+        if dep.mtp is not None and not self.mtp:
+            return "mtp", "MTP speculative decoding (features.mtp: false)"
+        if dep.mode == "disaggregated" and not self.disaggregated:
+            return "mode", "disaggregated serving (features.disaggregated: false)"
+        wide = max(dep.role(r).ep for r in ("prefill", "decode"))
+        if self.max_ep is not None and wide > self.max_ep:
+            return "ep", f"expert parallelism beyond {self.max_ep} GPUs (features.max_ep: {self.max_ep})"
+        return None
 
 
 class SoftwareProfile(BaseModel):
@@ -216,6 +244,8 @@ class SoftwareProfile(BaseModel):
     """The attention-DP balance this generation offers. The deployment search runs its attention-DP
     candidates with it, as submitters do; elsewhere a deployment's own `adp_balance` runs (the engines'
     default: none). Absent: the generation has none."""
+    features: ServingFeatures = ServingFeatures()
+    """The serving features this generation runs (`ServingFeatures`)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
