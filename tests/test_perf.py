@@ -541,3 +541,26 @@ def test_linear_attention_state_slots_are_reserved_before_the_kv_cache() -> None
     assert small.kv_per_gpu - large.kv_per_gpu == pytest.approx(reserved + logits)
     with pytest.raises(InputError, match="linear-attention state"):
         plan_memory(hardware(hbm_gib=1), model, Deployment(max_batch_size=65536))
+
+
+def test_trtllm_all_to_all_has_a_fixed_time_per_call_inside_the_nvlink_domain() -> None:
+    """TensorRT-LLM's one-sided NVLink dispatch and combine cost ~25 µs a call at one token from EP 8 to EP 64
+    (its blog18 table on GB200 NVL72): alltoall_kernel_us + α·log2(EP) per call and MoE layer, by hand. Across
+    systems the scale-out alpha stands for the whole call (no NVLink kernel time)."""
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    sw, model = load_software("trtllm"), load_model("deepseek-r1")
+    k, alpha = sw.value("alltoall_kernel_us"), sw.alltoall_hop_latency_us.value
+    layers = model.num_moe_layers
+    one_token = BatchShape(decode_seqs=16, decode_context=16 * 1000.0)  # one token per attention-DP rank
+    for ep, published in ((8, 25.0), (16, 24.8)):
+        dep = Deployment(tp=ep, ep=ep, attention_dp=True, weights="fp4", activations="fp4")
+        per_call = StepCostModel(load_hardware("gb300-nvl72"), model, dep).breakdown(
+            BatchShape(decode_seqs=ep, decode_context=ep * 1000.0)).by_op["ep_dispatch"] / layers
+        assert per_call == pytest.approx((k + alpha * math.log2(ep)) * 1e-6, rel=0.03)
+        assert per_call == pytest.approx(published * 1e-6, rel=0.25)
+    two = StepCostModel(load_hardware("b200-hgx", 2), model,
+                        Deployment(tp=16, ep=16, attention_dp=True, weights="fp4", activations="fp4"))
+    across = two.breakdown(one_token).by_op["ep_dispatch"] / layers
+    assert across == pytest.approx(sw.alltoall_scaleout_hop_latency_us.value * 4 * 1e-6, rel=0.03)

@@ -46,13 +46,13 @@ PARAMS = ("gemm_efficiency_max", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "
           "moe_kernel_us_fp8", "moe_kernel_us_fp4",
           "allreduce_busbw_fraction", "allreduce_small_busbw_fraction", "allreduce_knee_mb", "nvlink_hop_latency_us",
           "collective_kernel_us", "alltoall_efficiency",
-          "alltoall_hop_latency_us")
+          "alltoall_hop_latency_us", "alltoall_kernel_us")
 """The constants fitted, by their software-profile names."""
 _PRECISIONS = ("bf16", "fp8", "fp4")
 _MOE_EFF, _MOE_HALF, _MOE_KERNEL, _GEMM_EFF = ({d: precision_constant(name, d) for d in _PRECISIONS} for name in
                                              ("moe_efficiency", "moe_inter_half", "moe_kernel_us", "gemm_efficiency"))
 _FIXED = ("gemm_kernel_us", "attention_kernel_us", "attention_prefill_kernel_us", *_MOE_KERNEL.values(),
-          "collective_kernel_us")
+          "collective_kernel_us", "alltoall_kernel_us")
 BOUNDS = {"gemm_m_half": (1.0, 4096.0), "allreduce_knee_mb": (0.01, 2000.0),
           "attention_prefill_keys_half": (0.0, 1e5), "nvlink_hop_latency_us": (0.01, 20.0),
           "alltoall_hop_latency_us": (0.1, 50.0),
@@ -69,7 +69,7 @@ RELEVANT = {
     "generation_attention": _DECODE, "mla_generation": _DECODE,
     "allreduce": ("allreduce_busbw_fraction", "allreduce_small_busbw_fraction", "allreduce_knee_mb",
                   "collective_kernel_us"),
-    "alltoall": ("alltoall_efficiency", "alltoall_hop_latency_us"),
+    "alltoall": ("alltoall_efficiency", "alltoall_hop_latency_us", "alltoall_kernel_us"),
 }
 """The constants each op family's time depends on (for the per-family fit); the others stay fixed.
 GEMM shape (m_half) and achievable bandwidth come from BF16 GEMMs; the FP8/FP4 fits move only their own
@@ -249,11 +249,13 @@ def _predict_allreduce(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float) -
 
 
 def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, imbalance: float) -> np.ndarray:
-    """collectives.alltoall_time: T·k·hidden·bytes·(EP−1)/EP / (B·eff) · imbalance + α·log2(EP)."""
+    """collectives.alltoall_time: T·k·hidden·bytes·(EP−1)/EP / (B·eff) · imbalance + α·log2(EP), plus the fixed
+    time per call."""
     ep = df["ep_size"].to_numpy(float)
     sent = (df["num_tokens"].to_numpy(float) * df["topk"].to_numpy(float) * df["hidden_size"].to_numpy(float)
             * df["comm_dtype"].map(DTYPE_BYTES).to_numpy() * (ep - 1) / ep)
-    return sent / (mc.hw.domain_bandwidth(ep - 1) * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
+    return (sent / (mc.hw.domain_bandwidth(ep - 1) * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
+            + p["alltoall_kernel_us"] * 1e-6)
 
 
 # ---- the measured tables ---------------------------------------------------------------------------------

@@ -125,6 +125,7 @@ class RooflineTimer:
         self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
         self._moe_launch = {d: sw.moe_kernel_s(d) for d in ("bf16", "fp8", "fp4")}
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
+        self._a2a_kernel = sw.value("alltoall_kernel_us") * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._links = {c.name: self._link(c) for c in ctx.ops.comm_ops}
 
@@ -211,7 +212,8 @@ class RooflineTimer:
         link = self._links[op.name]
         one = alltoall_time(ceil_div(t, op.split), op.top_k, 1, op.bytes_per_token, op.group, link.bw, link.alpha,
                             self.ctx.imbalance)
-        return OpTime(op.count * one, "communication", 0.0)
+        fixed = self._a2a_kernel if op.group <= self.ctx.hardware.domain_gpus else 0.0  # scale-out: in its alpha
+        return OpTime(op.count * one, "communication", op.count * fixed)
 
     def p2p(self, op: CommOp, t: int) -> OpTime:
         link = self._links[op.name]

@@ -39,6 +39,7 @@ DEFAULTS: dict[str, str | float] = {
     "moe_kernel_us_fp8": "moe_kernel_us",
     "moe_kernel_us_fp4": "moe_kernel_us",
     "collective_kernel_us": 0.0,
+    "alltoall_kernel_us": 0.0,
     "allreduce_small_busbw_fraction": "allreduce_busbw_fraction",
     "allreduce_knee_mb": 0.0,
     "attention_prefill_keys_half": 0.0,
@@ -210,6 +211,9 @@ class SoftwareProfile(BaseModel):
     """The same for NVFP4 experts."""
     collective_kernel_us: Sourced | None = None
     """Fixed time per all-reduce / send-recv call beyond its alpha-beta cost, µs."""
+    alltoall_kernel_us: Sourced | None = None
+    """Fixed time per MoE dispatch or combine call inside the NVLink domain beyond α·log2(EP) and its bytes, µs:
+    a one-sided all-to-all's synchronisation and layout kernels, which cost the same from EP 8 to EP 64."""
     allreduce_small_busbw_fraction: Sourced | None = None
     """Bus bandwidth of all-reduces well below `allreduce_knee_mb` inside the NVLink domain, as a fraction of
     the link bandwidth (`collectives.allreduce_seconds`); absent: `allreduce_busbw_fraction` (one rate)."""
