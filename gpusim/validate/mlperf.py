@@ -107,12 +107,15 @@ def predict_row(row: PublishedRow, software: str, duration_s: float | None = Non
     return value_in_unit(summary, row.unit, row.gpus), found.deployment
 
 
-def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]) -> tuple[float, AnyDeployment] | str:
-    """`predict_row`, or the reason the row is unsupported (for the process pool)."""
+def _predict_key(args: tuple[PublishedRow, str, float | None, Timing]
+                 ) -> tuple[tuple[float, AnyDeployment] | str, float]:
+    """(`predict_row`, or the reason the row is unsupported; its wall seconds), for the process pool."""
+    started = time.perf_counter()
     try:
-        return predict_row(*args)
+        res: tuple[float, AnyDeployment] | str = predict_row(*args)
     except RowUnsupported as exc:
-        return str(exc)
+        res = str(exc)
+    return res, time.perf_counter() - started
 
 
 def _key(row: PublishedRow, software: str) -> tuple:
@@ -150,15 +153,15 @@ def validate_mlperf(path: Path, duration_s: float = SUBMISSION_DURATION_S, worke
     progress(f"validate mlperf: {len(jobs)} distinct searches, {len(jobs) - len(todo)} already in {log}" if log
              else f"validate mlperf: {len(jobs)} distinct searches")
     started = time.perf_counter()
-    for done, (i, res) in enumerate(parallel_imap(_predict_key, [jobs[k] for k in todo], workers), 1):
+    for done, (i, (res, wall)) in enumerate(parallel_imap(_predict_key, [jobs[k] for k in todo], workers), 1):
         key = todo[i]
         got[_job_id(key)] = res
         if log is not None:
-            _append(log, {"key": _job_id(key), "duration_s": duration_s, "timing": timing,
+            _append(log, {"key": _job_id(key), "duration_s": duration_s, "timing": timing, "wall_s": round(wall, 1),
                           "result": res if isinstance(res, str) else [res[0], res[1].model_dump(mode="json")]})
         what = res if isinstance(res, str) else f"{res[0]:,.1f} on {res[1].name}"
         progress(f"  [{done}/{len(todo)}, {time.perf_counter() - started:,.0f} s] {' '.join(map(str, key[:5]))}: "
-                 f"{what}")
+                 f"{what} ({wall:,.0f} s)")
     rows = []
     for row_out, row, software, note in mapped:
         if row is not None:
