@@ -88,3 +88,26 @@ def test_a_disaggregated_deployment_runs_on_four_racks():
                if d.mode == "disaggregated")
     s = trial(base.with_deployment(dep, dep.name), "server", 100.0, 20.0).result.summary
     assert s["num_gpus"] == 288 and s["completed_requests"] > 0 and s["kv_transfer_p50_s"] > 0
+
+
+def test_a_kv_cache_moved_to_the_other_rack_crosses_infiniband_by_hand():
+    """Prefill on rack 0, decode on rack 1 (a DEP8 prefill instance, then a DEP72 decode instance that only the
+    second rack has room for): one request's KV cache, prompt plus the first token at FP8, leaves through the
+    prefill instance's 8 NICs and lands on the decode instance's 72, so the 8 set the rate, after the fat tree's
+    latency and the software's handoff time."""
+    from gpusim.build import prepare
+    from gpusim.loadgen.workload import Workload
+    from gpusim.specs.deployment import DisaggregatedDeployment, Parallelism
+
+    dep = DisaggregatedDeployment(mode="disaggregated", weights="fp4", activations="fp4",
+                                  prefill=Parallelism(tp=8, ep=8, attention_dp=True, instances=1),
+                                  decode=Parallelism(tp=72, ep=72, attention_dp=True, instances=1))
+    setup = prepare("gb300-nvl72", "deepseek-r1", 2, dep)
+    cluster = setup.cluster(Workload.create([0.0], [1000], [2]))
+    cluster.run()
+    assert [p.system for p in cluster.placement] == [0, 1]
+    hw, so = setup.hardware, setup.hardware.scaleout
+    latency = (so.latency_us.value + 3 * so.switch_latency_us.value) * 1e-6
+    by_hand = latency + setup.software_ms("handoff_overhead_ms") + setup.model.kv_bytes(1001, 1) / (
+        8 * hw.scaleout_bandwidth)
+    assert cluster.records.kv_transfer_s[0] == pytest.approx(by_hand, rel=1e-6)  # NVLink's rate would be 9x
