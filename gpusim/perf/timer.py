@@ -102,14 +102,16 @@ class KernelTimer(Protocol):
 
 
 class _Link(NamedTuple):
-    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, and (for an
-    all-reduce inside the NVLink domain) its small-message rate and the size where the two rates meet."""
+    """The link a collective crosses: achievable bytes/s, alpha seconds, in-network reduction, (for an
+    all-reduce inside the NVLink domain) its small-message rate and the size where the two rates meet, and (for
+    an all-to-all inside it) the kernels' fixed seconds per call."""
 
     bw: float
     alpha: float
     sharp: bool
     small_bw: float | None = None
     knee_bytes: float = 0.0
+    kernel_s: float = 0.0
 
 
 class RooflineTimer:
@@ -125,7 +127,6 @@ class RooflineTimer:
         self._gemm_launch = sw.value("gemm_kernel_us") * 1e-6
         self._moe_launch = {d: sw.moe_kernel_s(d) for d in ("bf16", "fp8", "fp4")}
         self._coll_launch = sw.value("collective_kernel_us") * 1e-6
-        self._a2a_kernel = sw.value("alltoall_kernel_us") * 1e-6
         self._m_half = sw.gemm_m_half.value
         self._links = {c.name: self._link(c) for c in ctx.ops.comm_ops}
 
@@ -192,7 +193,8 @@ class RooflineTimer:
             link_bw = hw.domain_bandwidth(1 if c.kind == "p2p" else c.group - 1)
             bw = link_bw * (1.0 if c.kind == "p2p" else eff)
             if c.kind != "allreduce":
-                return _Link(bw, alpha * 1e-6, hw.nvlink.sharp)
+                kernel = sw.value("alltoall_kernel_us") * 1e-6 if c.kind == "alltoall" else 0.0
+                return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, kernel_s=kernel)
             small_bw = link_bw * sw.value("allreduce_small_busbw_fraction")
             return _Link(bw, alpha * 1e-6, hw.nvlink.sharp, small_bw, sw.value("allreduce_knee_mb") * 1e6)
         f = hw.scaleout
@@ -212,8 +214,7 @@ class RooflineTimer:
         link = self._links[op.name]
         one = alltoall_time(ceil_div(t, op.split), op.top_k, 1, op.bytes_per_token, op.group, link.bw, link.alpha,
                             self.ctx.imbalance)
-        fixed = self._a2a_kernel if op.group <= self.ctx.hardware.domain_gpus else 0.0  # scale-out: in its alpha
-        return OpTime(op.count * one, "communication", op.count * fixed)
+        return OpTime(op.count * one, "communication", op.count * link.kernel_s)
 
     def p2p(self, op: CommOp, t: int) -> OpTime:
         link = self._links[op.name]

@@ -48,11 +48,11 @@ class RunSpec(BaseModel):
     osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
     deployment: str | AnyDeployment | None = None
+    """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
+    None / `default` (the searched default for the hardware, model and scenario)."""
     software: str | None = None
     """Run the deployment with this software profile (a name or a file) instead of its own: e.g. `trtllm-v5.1`,
     the v5.1 generation's kernels and serving features."""
-    """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
-    None / `default` (the searched default for the hardware, model and scenario)."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
     """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default; at `qps: peak` 2,400 s, as
     `gpusim mlperf` searches); Offline: the min duration LoadGen sizes the run for (by default 2,400 s, as long
