@@ -22,11 +22,12 @@ from gpusim.loadgen.datasets import dataset_lengths
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.capacity import Lengths, instance_rate
 from gpusim.perf.kernel_tables import kernel_tables
-from gpusim.perf.memory import plan_memory
+from gpusim.perf.memory import kv_bytes_per_token_per_gpu, plan_memory
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import StepCostModel
 from gpusim.perf.table_step import table_step_model
 from gpusim.sim.cluster import Cluster, Pool, SimStats, StopRule
+from gpusim.sim.kvtiers import Tier
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
 from gpusim.specs.deployment import AnyDeployment, Deployment
@@ -131,13 +132,27 @@ def make_setup(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, dep: AnyDepl
     llm_dep = dep if encoders is None else lm_share(hw, dep, source)
     check_deployment(hw, model, llm_dep, source)
     pools = tuple(
-        Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count)
+        Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count,
+             offload_tiers(hw, model, d))
         for (role, d), count in zip(roles(llm_dep), pool_counts(hw, llm_dep, source), strict=True)
     )
     if model.vision is not None:
         prompts = dataset_lengths(bench, 0)[0]
         pools = tuple(with_vision(p, hw, model, bench, prompts) for p in pools)
     return Setup(hw, bench, model, dep, pools if encoders is None else (encoders, *pools), timing)
+
+
+def offload_tiers(hw: Hardware, model: ModelSpec, dep: Deployment) -> tuple[Tier, ...]:
+    """The KV tiers below HBM an instance of `dep` offloads to (`Deployment.kv_offload`), as it sees them: the
+    system's capacity per GPU in tokens of the KV one GPU keeps per token (each attention-DP rank its own
+    sequences, as in HBM, `plan_memory`), and a token's read time over one GPU's link (every GPU reads its share at
+    once; each rank is a link of its own)."""
+    per_token = kv_bytes_per_token_per_gpu(model, dep)
+    ranks = dep.attention_ranks
+    return tuple(
+        Tier(t.name, int(t.capacity_gb_per_gpu.value * 1e9 // per_token) * ranks,
+             per_token / (t.bandwidth_gbps_per_gpu.value * 1e9), t.latency_us.value * 1e-6, links=ranks)
+        for t in hw.system.kv_tiers if t.name in dep.kv_offload and per_token > 0)
 
 
 def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str) -> StepCostModel:

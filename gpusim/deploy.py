@@ -62,6 +62,7 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: AnyDeployment, source:
     """Fail with one clear line if `dep` cannot run on `hw` (memory is checked by plan_memory)."""
     for role, d in roles(dep):
         _check_parallelism(hw, model, d, source, "" if role == "aggregated" else f"{role}.")
+    _check_offload(hw, dep, source)
     for field in ("weights", "activations", "kv_cache"):
         dtype = getattr(dep, field)
         if field == "weights" and dep.weights != dep.activations:
@@ -74,6 +75,18 @@ def check_deployment(hw: Hardware, model: ModelSpec, dep: AnyDeployment, source:
         raise InputError(source, missing[0], f"software {dep.software} does not run {missing[1]}; valid: a "
                          "deployment without it, or a software profile whose features include it")
     pool_counts(hw, dep, source)
+
+
+def _check_offload(hw: Hardware, dep: AnyDeployment, source: str) -> None:
+    """KV offload needs the prefix cache whose blocks it keeps, and tiers the system has."""
+    if dep.kv_offload and not dep.prefix_cache:
+        raise InputError(source, "kv_offload", "offloads prefix-cache blocks: set prefix_cache: true, or "
+                         "kv_offload: []")
+    have = [t.name for t in hw.system.kv_tiers]
+    for name in dep.kv_offload:
+        if name not in have:
+            raise InputError(source, "kv_offload", f"{hw.id} has no {name} KV tier; valid: "
+                             f"{', '.join(have) or 'none (the system profile lists no kv_tiers)'}")
 
 
 def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: str, prefix: str) -> None:
@@ -100,9 +113,10 @@ def _check_parallelism(hw: Hardware, model: ModelSpec, d: Deployment, source: st
         raise InputError(source, f"{prefix}ep", f"ep {d.ep} exceeds {model.id}'s {model.moe.num_experts} experts")
 
 
-SEARCHED_AS = {"offline": "offline", "server": "server", "trace": "server", "concurrency": "server"}
-"""Which searched default (hardware_profiles/defaults/) serves each scenario: traces and closed-loop runs are
-served like Server."""
+SEARCHED_AS = {"offline": "offline", "server": "server", "trace": "server", "concurrency": "server",
+              "sessions": "server"}
+"""Which searched default (hardware_profiles/defaults/) serves each scenario: traces, closed-loop runs and agent
+sessions are served like Server."""
 
 
 def default_deployment(hw: Hardware, model: ModelSpec, scenario: str | None = None,
@@ -142,10 +156,10 @@ def default_with_origin(hw: Hardware, model: ModelSpec, scenario: str | None = N
 def default_for(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, scenario: str | None) -> AnyDeployment:
     """The default deployment of a question: an item model's rule deployment (`gpusim.items`), else the searched
     default or the rule (`default_deployment`); a benchmark whose rules let agent turns reuse their context
-    turns the prefix cache on."""
+    turns the prefix cache on, and routes a session's calls to where its context lives (`kv_aware`)."""
     default = item_deployment(hw, model, scenario) if is_item(model) else default_deployment(hw, model, scenario)
     if bench.agentic is not None and bench.agentic.prefix_cache:
-        default = default.model_copy(update={"prefix_cache": True})
+        default = default.model_copy(update={"prefix_cache": True, "router": "kv_aware"})
     return default
 
 

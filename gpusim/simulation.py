@@ -13,11 +13,12 @@ import pandas as pd
 from gpusim import run_length
 from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
+from gpusim.analysis.sessions import session_summary
 from gpusim.analysis.steady import TokenCount, started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.deploy import deployment_origin
 from gpusim.loadgen import rules, scenarios
-from gpusim.loadgen.agentic import agentic_workload
+from gpusim.loadgen.agentic import agentic_workload, session_workload
 from gpusim.loadgen.metrics import SERVER_LIKE, summarize
 from gpusim.loadgen.result import result_fields
 from gpusim.loadgen.traces import read_trace
@@ -226,6 +227,8 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
         "preemptions_per_request": float(records["preemptions"].sum() / max(len(records), 1)),
         "kv_transfer_p50_s": float(records["kv_transfer_s"].median()) if dep.mode == "disaggregated" else None,
         "prefix_hit_rate": stats.prefix_hit_rate,
+        "sessions": None if workload.session is None else session_summary(
+            records, workload.session, hw.systems, hw.system.power_kw.value, stats.kv_tiers),
         "seed": spec.seed,
         "timing": setup.timing,
         "kernel_sources": {p.role: p.cost.timer.sources for p in setup.pools
@@ -302,6 +305,8 @@ def build_workload(spec: RunSpec, bench: BenchmarkSpec, expected_qps: Callable[[
     if spec.scenario == "concurrency":
         samples = spec.samples or 10 * spec.concurrency
         return scenarios.closed_loop(spec.concurrency, spec.isl, spec.osl, samples)
+    if spec.scenario == "sessions":
+        return session_workload(bench, spec.session_rate, spec.duration_s or bench.min_duration_s, spec.seed)
     return read_trace(Path(spec.trace), limit=spec.samples)
 
 

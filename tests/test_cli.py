@@ -61,7 +61,7 @@ def test_experiment_yaml_runs_and_flags_override(capsys, tmp_path):
     ("args", "needle"),
     [
         (["run", "--hardware", "h900-hgx"], "valid: b200-hgx"),
-        (["run", "--benchmark", "gpt-5"], "valid: deepseek-r1"),
+        (["run", "--benchmark", "gpt-5"], "deepseek-r1, dlrm-v3"),
         (["run", "--hardware", "h100-hgx", "--benchmark", "deepseek-r1"], "short by"),
         (["run", *SMALL, "--scenario", "server", "--qps", "-3"], "qps"),
         (["run", *SMALL, "--scenario", "server", "--qps", "0"], "qps"),

@@ -12,7 +12,7 @@ from gpusim.commands import add_timing
 from gpusim.errors import InputError
 from gpusim.loadgen.rules import SUBMISSION_DURATION_S, ms_text
 
-SCENARIOS = ["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
+SCENARIOS = ["offline", "server", "interactive", "singlestream", "concurrency", "trace", "sessions"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--concurrency", type=int, help="closed-loop requests in flight (scenario concurrency)")
     r.add_argument("--isl", type=int, help="input tokens per request (scenario concurrency)")
     r.add_argument("--osl", type=int, help="output tokens per request (scenario concurrency)")
+    r.add_argument("--session-rate", dest="session_rate", type=float,
+                   help="agent sessions starting per second (scenario sessions, an agentic benchmark)")
     r.add_argument("--trace", help="Azure CSV, Mooncake JSONL or arrived_at/num_prefill_tokens CSV")
     r.add_argument("--deployment", help="deployment YAML (what it leaves out comes from the default), `default` "
                    "(the searched default for the hardware, model and scenario) or `best` (searched now, cached)")
@@ -55,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _RUN_FIELDS = ("hardware", "systems", "benchmark", "model", "scenario", "qps", "concurrency", "isl", "osl", "trace",
-               "deployment", "software", "duration_s", "samples", "run_length", "seed", "oversubscription", "timing")
+               "session_rate", "deployment", "software", "duration_s", "samples", "run_length", "seed",
+               "oversubscription", "timing")
 
 
 def _qps(text: str) -> float | str:

@@ -4,6 +4,9 @@ Open loop (MLPerf Offline/Server/Interactive, traces): request `i` is scheduled 
 Closed loop (SingleStream, fixed concurrency): `concurrency` is set, `arrival_s` is all zeros and
 ignored; the engine keeps `concurrency` requests outstanding and schedules the next request at the
 moment one completes (its latency is measured from that moment).
+Sessions (agentic traffic): a request with entries in `after` waits for those earlier requests to complete
+and is scheduled `delay_s` (a tool call's time) after the last of them; one without is scheduled at its
+`arrival_s` (a session's start).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ class Workload:
     """Per request, the hashes of its prompt's blocks of `PREFIX_BLOCK_TOKENS` (Mooncake traces, agentic
     sessions), for prefix caching."""
     name: str = "workload"
+    after: tuple[tuple[int, ...], ...] | None = None
+    """Sessions: per request, the earlier requests (indices) it waits for; empty for a session's first call."""
+    delay_s: np.ndarray | None = None
+    """Sessions: float64 seconds between the last awaited completion and this request (a tool call)."""
+    session: np.ndarray | None = None
+    """Sessions: int64 session of each request (metrics per session)."""
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -55,6 +64,9 @@ class Workload:
         concurrency: int | None = None,
         prefix_hashes: Sequence[Sequence[int]] | None = None,
         source: str | None = None,
+        after: Sequence[Sequence[int]] | None = None,
+        delay_s: Sequence[float] | np.ndarray | None = None,
+        session: Sequence[int] | np.ndarray | None = None,
     ) -> Workload:
         """Convert to read-only arrays and validate; errors are `InputError(source or name, field, ...)`."""
         src = source or name
@@ -86,9 +98,11 @@ class Workload:
             hashes = [hs if isinstance(hs, tuple) else tuple(map(int, hs)) for hs in prefix_hashes]
             if len(hashes) != len(arr):
                 raise InputError(src, "prefix_hashes", f"{len(hashes)} entries for {len(arr)} requests")
-        for a in (arr, isl, osl):
+        deps = _dependencies(src, len(arr), after, delay_s, session)
+        for a in (arr, isl, osl, *(d for d in deps[1:] if d is not None)):
             a.flags.writeable = False
-        return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes, name=name)
+        return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes, name=name, after=deps[0],
+                   delay_s=deps[1], session=deps[2])
 
     def at_rate(self, qps: float, duration_s: float) -> Workload:
         """This open-loop workload replayed at a mean of `qps` requests per second for `duration_s` seconds: its
@@ -106,6 +120,27 @@ class Workload:
         keep = t < duration_s
         return Workload.create(t[keep], np.tile(self.input_tokens, passes)[keep],
                                np.tile(self.output_tokens, passes)[keep], name=f"{self.name}@{qps:g}qps")
+
+
+def _dependencies(source: str, n: int, after: Sequence[Sequence[int]] | None,
+                  delay_s: Sequence[float] | np.ndarray | None, session: Sequence[int] | np.ndarray | None
+                  ) -> tuple:
+    """Validated session columns (`Workload.after`, `delay_s`, `session`), or Nones when `after` is None."""
+    if after is None:
+        return None, None, None
+    waits = tuple(tuple(int(j) for j in a) for a in after)
+    delays = np.zeros(n) if delay_s is None else np.array(delay_s, dtype=np.float64)
+    sessions = np.arange(n, dtype=np.int64) if session is None else _int_array(session, source, "session")
+    if not len(waits) == len(delays) == len(sessions) == n:
+        raise InputError(source, "after", f"{len(waits)} entries, {len(delays)} delays and {len(sessions)} sessions "
+                         f"for {n} requests")
+    for i, a in enumerate(waits):
+        if any(not 0 <= j < i for j in a):
+            raise InputError(source, "after", f"request {i} waits for {list(a)}: only earlier requests (0 to {i - 1})")
+    bad = np.flatnonzero(~(np.isfinite(delays) & (delays >= 0)))
+    if bad.size:
+        raise InputError(source, "delay_s", f"must be finite and >= 0, got {delays[bad[0]]} at request {bad[0]}")
+    return waits, delays, sessions
 
 
 def _int_array(values: Sequence[int] | np.ndarray, source: str, field: str) -> np.ndarray:

@@ -11,6 +11,7 @@ import simpy
 from gpusim.loadgen.workload import Workload
 from gpusim.sim.fabric import Fabric
 from gpusim.sim.instance import Instance, StepCost
+from gpusim.sim.kvtiers import Tier, TierStore
 from gpusim.sim.records import Records
 from gpusim.sim.request import Request
 from gpusim.sim.router import make_router
@@ -38,6 +39,8 @@ class Pool:
     deployment: Deployment
     """The deployment as this pool sees it (its own parallelism)."""
     count: int
+    tiers: tuple[Tier, ...] = ()
+    """KV memory tiers below HBM each instance offloads prefix blocks to (`Deployment.kv_offload`)."""
 
 
 @dataclass
@@ -49,6 +52,8 @@ class SimStats:
     busy_s: list[float]
     roles: list[str]
     prefix_hit_rate: float | None
+    kv_tiers: dict | None = None
+    """Per lower KV tier, summed over instances: tokens and reloads read back, blocks stored (`TierStore`)."""
     timeline: Timeline | None = None
     """Engine activity over time (batch, KV, queue, tokens), binned."""
     stopped_s: float | None = None
@@ -88,7 +93,7 @@ class Cluster:
                 inst = Instance(
                     self.env, len(self.instances), pool.cost, pool.kv_capacity_tokens, pool.deployment,
                     self.records, self._on_complete, role="prefill" if encode else pool.role,
-                    handoff=self._encoded if encode else self._handoff, timeline=self.timeline)
+                    handoff=self._encoded if encode else self._handoff, timeline=self.timeline, tiers=pool.tiers)
                 self.instances.append(inst)
                 if encode:
                     encoders.append(inst)
@@ -103,6 +108,9 @@ class Cluster:
         self.stopped_s: float | None = None
         """When `run`'s stop rule ended the run before every request completed (None: it ran to the end)."""
         self.completion_hooks: list[Callable[[Request], None]] = []
+        self._waiting: list[int] = []
+        """Sessions: awaited completions still outstanding, per request (`Workload.after`)."""
+        self._children: list[list[int]] = []
 
     def run(self, stop: StopRule | None = None) -> Records:
         """Simulate until every request has completed, or until `stop(records, now)` says the run has decided
@@ -133,6 +141,7 @@ class Cluster:
             busy_s=[i.busy_s for i in self.instances],
             roles=[i.role for i in self.instances],
             prefix_hit_rate=sum(c.hits_tokens for c in caches) / looked if looked else None,
+            kv_tiers=_tier_counters([c.lower for c in caches if c.lower is not None], looked),
             timeline=self.timeline,
             stopped_s=self.stopped_s,
             instance_gpus=[p.gpus for p in self.placement],
@@ -142,22 +151,32 @@ class Cluster:
         wl = self.workload
         if wl.concurrency is not None:
             for _ in range(min(wl.concurrency, len(wl))):
-                self._issue()
+                self._issue(self.issued)
             return
-        for t in wl.arrival_s.tolist():
+        if wl.after is not None:  # sessions: first calls at their arrival, the rest after what they wait for
+            self._waiting = [len(a) for a in wl.after]
+            self._children = [[] for _ in wl.after]
+            for i, waits in enumerate(wl.after):
+                for j in waits:
+                    self._children[j].append(i)
+        for i, t in enumerate(wl.arrival_s.tolist()):
+            if self._waiting and self._waiting[i]:
+                continue
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            self._issue()
+            self._issue(i)
 
-    def _issue(self) -> None:
-        wl, i = self.workload, self.issued
+    def _issue(self, i: int) -> None:
+        wl = self.workload
         self.issue_request(int(wl.input_tokens[i]), int(wl.output_tokens[i]),
-                           wl.prefix_hashes[i] if wl.prefix_hashes else None)
+                           wl.prefix_hashes[i] if wl.prefix_hashes else None, rid=i)
 
-    def issue_request(self, prompt: int, output: int, hashes: tuple[int, ...] | None = None) -> int:
-        """Schedule a request now and route it; returns its id. The workload source calls this, and so
-        may an outside driver (the real MLPerf LoadGen, with a placeholder workload sized for its queries)."""
-        i = self.issued
+    def issue_request(self, prompt: int, output: int, hashes: tuple[int, ...] | None = None,
+                      rid: int | None = None) -> int:
+        """Schedule a request now and route it; returns its id (`rid`, the workload's index, else the next in
+        issue order). The workload source calls this, and so may an outside driver (the real MLPerf LoadGen,
+        with a placeholder workload sized for its queries)."""
+        i = self.issued if rid is None else rid
         self.issued += 1
         rec = self.records
         rec.input_tokens[i], rec.output_tokens[i], rec.scheduled_s[i] = prompt, output, self.env.now
@@ -198,5 +217,26 @@ class Cluster:
     def _on_complete(self, req: Request) -> None:
         for hook in self.completion_hooks:
             hook(req)
-        if self.workload.concurrency is not None and self.issued < len(self.workload):
-            self._issue()
+        wl = self.workload
+        if wl.concurrency is not None and self.issued < len(wl):
+            self._issue(self.issued)
+        for c in self._children[req.id] if self._children else ():
+            self._waiting[c] -= 1
+            if not self._waiting[c]:  # the last call it waited for: its tool call runs, then it is issued
+                self.env.timeout(float(wl.delay_s[c])).callbacks.append(lambda _, c=c: self._issue(c))
+
+
+def _tier_counters(stores: list[TierStore], looked_tokens: int) -> dict | None:
+    """`SimStats.kv_tiers`: each tier's counters summed over instances, with its share of the prompt tokens looked
+    up in the prefix cache (what it saved from being prefilled again)."""
+    if not stores:
+        return None
+    out: dict = {}
+    for store in stores:
+        for name, counts in store.counters().items():
+            total = out.setdefault(name, dict.fromkeys(counts, 0))
+            for k, v in counts.items():
+                total[k] += v
+    for counts in out.values():
+        counts["reloaded_share"] = counts["reloaded_tokens"] / looked_tokens if looked_tokens else None
+    return out

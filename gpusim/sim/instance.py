@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Protocol
 
 import simpy
@@ -31,6 +31,7 @@ from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS
 from gpusim.perf.step import BatchShape
 from gpusim.sim.gate import make_gate
 from gpusim.sim.kvcache import KVCache
+from gpusim.sim.kvtiers import Tier, TierStore
 from gpusim.sim.poller import RequestPoller
 from gpusim.sim.prefixcache import PrefixCache
 from gpusim.sim.ranks import AttentionRanks
@@ -64,6 +65,7 @@ class Instance:
         role: Role = "aggregated",
         handoff: Callable[[Instance, Request], None] | None = None,
         timeline: Timeline | None = None,
+        tiers: Sequence[Tier] = (),
     ) -> None:
         self.env, self.index, self.cost, self.records, self.role = env, index, cost, records, role
         self.timeline = timeline
@@ -73,7 +75,8 @@ class Instance:
         self.chunked = deployment.chunked_prefill
         self.rate = deployment.mtp.expected_tokens_per_step if deployment.mtp and role != "prefill" else 1.0
         self.kv = KVCache(kv_capacity_tokens, deployment.kv_block_tokens)
-        self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS) if deployment.prefix_cache else None
+        lower = TierStore(tiers, PREFIX_BLOCK_TOKENS) if tiers and deployment.prefix_cache else None
+        self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS, lower) if deployment.prefix_cache else None
         dp = deployment.attention_ranks
         self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
         recv = deployment.scheduler_recv_interval
@@ -103,12 +106,34 @@ class Instance:
 
     # ---- interface to routers and the cluster --------------------------------------------------
     def submit(self, req: Request, delay: float = 0.0) -> None:
-        """Queue a new request for prefill, `delay` seconds from now; its work counts for routing at once."""
-        self._assign(req, req.prompt if self.role == "prefill" else req.prompt + req.output)
+        """Queue a new request for prefill, `delay` seconds from now; its work (the prompt tokens its prefix cache
+        and lower tiers do not hold, and its output) counts for routing at once."""
+        prefill = req.prompt - self.prefix_overlap(req)
+        self._assign(req, prefill if self.role == "prefill" else prefill + req.output)
         if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _: self._enqueue(req))
+            self.env.timeout(delay).callbacks.append(lambda _: self._onboard(req))
         else:
+            self._onboard(req)
+
+    def _onboard(self, req: Request) -> None:
+        """Queue a new request; one whose context lies in a lower KV tier first waits for it to be read back into
+        HBM (`gpusim/sim/kvtiers.py`), as a KV connector loads it before the scheduler takes the request."""
+        lower = self.prefix.lower if self.prefix is not None else None
+        if lower is None or not req.hashes:
             self._enqueue(req)
+            return
+        resident = self.prefix.match(req.hashes)
+        tiers = lower.locate(req.hashes[resident:])
+        if not tiers:
+            self._enqueue(req)
+            return
+        wanted = req.hashes[:resident + len(tiers)]
+        ready = lower.reload(wanted[resident:], tiers, self.env.now)
+
+        def landed(_: simpy.Event) -> None:
+            self.prefix.load(wanted)
+            self._enqueue(req)
+        self.env.timeout(ready - self.env.now).callbacks.append(landed)
 
     def _enqueue(self, req: Request) -> None:
         if self.poller is not None and self._running:
@@ -138,7 +163,10 @@ class Instance:
         """Prompt tokens this instance's prefix cache already holds for `req`."""
         if self.prefix is None or not req.hashes:
             return 0
-        return self.prefix.match(req.hashes) * PREFIX_BLOCK_TOKENS
+        resident = self.prefix.match(req.hashes)
+        lower = self.prefix.lower
+        below = len(lower.locate(req.hashes[resident:])) if lower is not None else 0
+        return (resident + below) * PREFIX_BLOCK_TOKENS
 
     # ---- the loop ----------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, object, None]:

@@ -3,7 +3,8 @@
 Blocks are identified by the hash of their prompt prefix (as in the Mooncake traces, 512-token
 blocks). A block in use by running requests is pinned by a reference count; blocks with no user
 stay resident, in LRU order, until the KV cache needs their space. Their tokens are part of the
-instance's `KVCache.tokens`, so capacity is shared exactly.
+instance's `KVCache.tokens`, so capacity is shared exactly. With memory tiers below HBM (`TierStore`), an evicted
+block goes down to them, and a reloaded one comes back as an idle block (`load`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from gpusim.sim.kvcache import KVCache
+from gpusim.sim.kvtiers import TierStore
 
 
 class PrefixCache:
     """Hash → reference count, with the unreferenced blocks in LRU order."""
 
-    def __init__(self, kv: KVCache, block_tokens: int) -> None:
-        self.kv, self.block = kv, block_tokens
+    def __init__(self, kv: KVCache, block_tokens: int, lower: TierStore | None = None) -> None:
+        self.kv, self.block, self.lower = kv, block_tokens, lower
         self.refs: dict[int, int] = {}
         self.idle: OrderedDict[int, None] = OrderedDict()
         self.hits_tokens = 0
@@ -70,3 +72,24 @@ class PrefixCache:
             h, _ = self.idle.popitem(last=False)
             del self.refs[h]
             self.kv.tokens -= self.block
+            if self.lower is not None:
+                self.lower.store(h)
+
+    def load(self, hashes: Sequence[int]) -> int:
+        """Bring a request's leading blocks into HBM, in order: resident idle ones become the most recently used,
+        reloaded ones join as idle blocks as far as the KV cache has room (evicting older idle blocks); returns how
+        many leading blocks are resident now."""
+        n = 0
+        for h in hashes:
+            if h in self.idle:
+                self.idle.move_to_end(h)
+            elif h not in self.refs:
+                if self.kv.free < self.block:
+                    self.evict(self.block)
+                if self.kv.free < self.block:
+                    break
+                self.refs[h] = 0
+                self.idle[h] = None
+                self.kv.tokens += self.block
+            n += 1
+        return n

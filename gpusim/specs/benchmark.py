@@ -53,18 +53,58 @@ class LatencyLimits(_Spec):
     source: str
 
 
-class AgenticSessions(_Spec):
-    """Multi-turn agent sessions: a first prompt (system prompt, tool definitions, task), then `turns` − 1
-    more turns, each adding the previous answer and a new tool result or user message to the context; every
-    turn is a request over the whole context so far, whose earlier blocks the prefix cache may hold."""
+class SecondsDistribution(_Spec):
+    """Durations in seconds: a log-normal (parameters of the underlying normal) clipped to [min, max], or constant."""
 
+    kind: Literal["lognormal", "constant"]
+    mu: float = 0.0
+    sigma: float = 0.0
+    value: float | None = Field(None, ge=0)
+    min: float = Field(0.0, ge=0)
+    max: float = Field(gt=0)
+    fitted_to: dict[str, float] = {}
+    source: str
+    grade: Literal["A", "B", "C", "D"] = "C"
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "constant":
+            return np.full(n, self.value if self.value is not None else self.max)
+        return np.clip(rng.lognormal(self.mu, self.sigma, n), self.min, self.max)
+
+
+class SubAgents(_Spec):
+    """Sub-agents a main-agent call may start (not its last): each runs `turns` calls over a context of its own
+    (`first_prompt`: its task and tools) and hands its last answer back; the main agent's next call waits for all."""
+
+    probability: float = Field(ge=0, le=1)
+    """Chance that a main-agent call starts sub-agents."""
+    count: int = Field(ge=1, le=64)
     turns: int = Field(ge=1, le=1000)
+    first_prompt: LengthDistribution
+    source: str
+
+
+class AgenticSessions(_Spec):
+    """Multi-turn agent sessions: a first prompt (system prompt, tool definitions, task), then more calls, each
+    adding the previous answer and a new tool result or user message to the context; every call is a request
+    over the whole context so far, whose earlier blocks the prefix cache may hold (`gpusim/loadgen/agentic.py`)."""
+
+    turns: int | LengthDistribution
+    """Calls of the main agent per session: a count, or a distribution of counts."""
     first_prompt: LengthDistribution
     turn_tokens: LengthDistribution
     """Tokens a turn adds besides the previous answer (a tool result, a user message)."""
+    tool_s: SecondsDistribution | None = None
+    """Rack-scale sessions: the tool call's time between a call's answer and the next call (None: none)."""
+    subagents: SubAgents | None = None
+    max_context: int = Field(2**31, ge=1)
+    """A session ends before a call whose prompt would pass this many tokens (the model's context window)."""
     prefix_cache: bool = True
     """The rules let the engine reuse a session's earlier context (prefix caching across its turns)."""
     source: str
+
+    def tool_time(self, rng: np.random.Generator) -> float:
+        return float(self.tool_s.sample(1, rng)[0]) if self.tool_s is not None else 0.0
 
 
 WorkloadKind = Literal["llm", "vlm", "diffusion", "recsys"]

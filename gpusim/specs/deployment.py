@@ -137,6 +137,9 @@ class Serving(BaseModel):
     """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
     prefix_cache: bool = False
     """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
+    kv_offload: list[Literal["host", "storage"]] = []
+    """Prefix blocks evicted from HBM go down to these memory tiers of the system (`SystemSpec.kv_tiers`) and are
+    reloaded from there rather than recomputed (Dynamo KVBM, LMCache); needs `prefix_cache`."""
     frontend: Literal["loadgen", "http"] | None = None
     """How requests reach the engine. `loadgen`: an in-process harness with pre-tokenised prompts. `http`:
     an OpenAI-compatible server and a streaming client, as the silicon sample was measured and as MLPerf

@@ -13,7 +13,7 @@ from gpusim.specs.costs import CostOverrides
 from gpusim.specs.deployment import AnyDeployment
 from gpusim.specs.loading import read_yaml, validate
 
-Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace"]
+Scenario = Literal["offline", "server", "interactive", "singlestream", "concurrency", "trace", "sessions"]
 Timing = Literal["roofline", "table"]
 """How kernels are timed: gpusim's roofline with the software profile's constants, or NVIDIA's measured
 kernel tables (gpusim.perf.table_step)."""
@@ -47,6 +47,8 @@ class RunSpec(BaseModel):
     isl: int | None = Field(None, ge=1, le=10**8)
     osl: int | None = Field(None, ge=1, le=10**8)
     trace: str | None = None
+    session_rate: float | None = Field(None, gt=0, le=1e5)
+    """Scenario sessions: agent sessions starting per second (a Poisson process over `duration_s`)."""
     deployment: str | AnyDeployment | None = None
     """A deployment YAML path, an inline deployment, `best` (the searched best for this question, cached) or
     None / `default` (the searched default for the hardware, model and scenario)."""
@@ -54,9 +56,9 @@ class RunSpec(BaseModel):
     """Run the deployment with this software profile (a name or a file) instead of its own: e.g. `trtllm-v5.1`,
     the v5.1 generation's kernels and serving features."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
-    """Server/interactive: seconds of arrivals (MLPerf's minimum, 600, by default; at `qps: peak` 2,400 s, as
-    `gpusim mlperf` searches); Offline: the min duration LoadGen sizes the run for (by default 2,400 s, as long
-    as submitters run and as `gpusim mlperf` runs)."""
+    """Server/interactive: seconds of arrivals (sessions: of session starts; MLPerf's minimum, 600, by default; at
+    `qps: peak` 2,400 s, as `gpusim mlperf` searches); Offline: the min duration LoadGen sizes the run for (by
+    default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1, le=10**8)
     """Requests to issue (Offline: LoadGen's count for `duration_s` at the expected rate by default)."""
     run_length: Literal["converged", "full"] = "converged"
@@ -81,7 +83,7 @@ class RunSpec(BaseModel):
     @model_validator(mode="after")
     def _scenario_needs(self) -> RunSpec:
         needs = {"server": ["qps"], "interactive": ["qps"], "concurrency": ["concurrency", "isl", "osl"],
-                 "trace": ["trace"]}
+                 "trace": ["trace"], "sessions": ["session_rate"]}
         for name in needs.get(self.scenario, []):
             if getattr(self, name) is None:
                 raise ValueError(f"scenario {self.scenario!r} needs {name}")

@@ -96,6 +96,25 @@ class FabricSpec(_Spec):
         return self
 
 
+KVTierName = Literal["host", "storage"]
+
+
+class KVTier(_Spec):
+    """Memory below HBM that an engine's KV block manager offloads prefix blocks to and reloads them from (Dynamo
+    KVBM's G2 host and G3 disk tiers, LMCache): its capacity and read bandwidth, each per GPU."""
+
+    name: KVTierName
+    capacity_gb_per_gpu: Sourced
+    """Gigabytes (1e9) of KV blocks the tier keeps for each GPU."""
+    bandwidth_gbps_per_gpu: Sourced
+    """Gigabytes per second one GPU reads its KV back at: the narrower of its link (NVLink-C2C, PCIe) and its share
+    of the memory's or drives' bandwidth."""
+    latency_us: Sourced
+    """Fixed time of one reload (a transfer's set-up), microseconds."""
+
+    _positive = field_validator("capacity_gb_per_gpu", "bandwidth_gbps_per_gpu")(positive)
+
+
 class SystemSpec(_Spec):
     """A system: GPUs in NVLink domains, CPUs, scale-out NICs, power."""
 
@@ -120,9 +139,19 @@ class SystemSpec(_Spec):
     base: str | None = None
     """The shipped system this one is derived from (a what-if on its numbers): it runs that system's searched
     default deployments (`gpusim.defaults`) unless a deployment is given or searched."""
+    kv_tiers: list[KVTier] = []
+    """Memory below HBM for offloaded KV (host, storage), at most one of each, in order (`Deployment.kv_offload`)."""
     source: str | None = None
 
     _positive = field_validator("power_kw")(positive)
+
+    @field_validator("kv_tiers")
+    @classmethod
+    def _tiers_in_order(cls, tiers: list[KVTier]) -> list[KVTier]:
+        names = [t.name for t in tiers]
+        if names not in (["host", "storage"], ["host"], ["storage"], []):
+            raise ValueError(f"at most one host and one storage tier, host first; got {names}")
+        return tiers
 
     @field_validator("base")
     @classmethod
