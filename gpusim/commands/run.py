@@ -160,6 +160,8 @@ def _format_summary(s: dict) -> str:
         if s.get("steady_turned_over") is False:
             lines.append("            the run ended before its batch turned over (the p90 request outlives half of "
                          "it): the window is not yet stationary; run longer")
+    if s.get("sessions"):
+        lines.append(_sessions_text(s["sessions"], s.get("prefix_hit_rate")))
     if s.get("preemptions_per_request", 0) > THRASH_SHARE:
         lines.append(f"preemption  {s['preemptions']:,} recomputes for {s['issued_requests']:,} requests "
                      f"({s['preemptions_per_request']:.2f} each): the batch cap admits more sequences than the KV "
@@ -174,6 +176,21 @@ def _format_summary(s: dict) -> str:
         lines.append(f"load        overloaded: the deployment serves about {s['capacity_qps_estimate']:,.1f} QPS "
                      f"(steady-state estimate); {s['started_share']:.0%} of the late arrivals started by the end")
     return "\n".join(lines)
+
+
+def _sessions_text(a: dict, hit_rate: float | None) -> str:
+    """Agent sessions: how many finished, how long they took, how many a rack carries, where their context came
+    from (`gpusim/analysis/sessions.py`)."""
+    if not a["completed_sessions"]:
+        return f"sessions    none of {a['sessions']:,} completed"
+    rate = (f"; {a['sessions_per_s']:.2f} sessions/s ({a['sessions_per_s_per_mw']:.1f} per MW)"
+            if a["sessions_per_s"] else "")
+    tiers = "".join(f", {name} tier {t['reloaded_share']:.1%} reloaded" for name, t in (a["kv_tiers"] or {}).items()
+                    if t["reloaded_share"] is not None)
+    hits = f"; prefix hits {hit_rate:.0%}{tiers}" if hit_rate is not None else ""
+    return (f"sessions    {a['completed_sessions']:,} of {a['sessions']:,} completed, "
+            f"{a['calls_per_session']:.1f} calls each, p50 context {a['context_tokens_p50']:,.0f} tokens; "
+            f"session time p50 {a['session_time_p50_s']:,.0f} s, p99 {a['session_time_p99_s']:,.0f} s{rate}{hits}")
 
 
 def _run_length_text(r: dict) -> str:

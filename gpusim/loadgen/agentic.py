@@ -19,7 +19,7 @@ import numpy as np
 
 from gpusim.errors import InputError
 from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload
-from gpusim.specs.benchmark import AgenticSessions, BenchmarkSpec
+from gpusim.specs.benchmark import AgenticSessions, BenchmarkSpec, benchmark_names, load_benchmark
 
 
 def block_hashes(agent: int, call: int, prompt: int) -> tuple[int, ...]:
@@ -91,7 +91,9 @@ def _session(calls: _Calls, a: AgenticSessions, bench: BenchmarkSpec, s: int, rn
 
 def _require(bench: BenchmarkSpec) -> AgenticSessions:
     if bench.agentic is None:
-        raise InputError(bench.id, "agentic", "the benchmark defines no agent sessions")
+        valid = [n for n in benchmark_names() if load_benchmark(n).agentic is not None]
+        raise InputError(bench.id, "agentic", f"the benchmark defines no agent sessions; valid: {', '.join(valid)}, "
+                         "or a benchmark file with an agentic: block (docs/agentic.md)")
     return bench.agentic
 
 

@@ -4,6 +4,7 @@ Formats (column sets):
 - Azure LLM inference trace CSV: TIMESTAMP (naive datetime), ContextTokens, GeneratedTokens.
 - Vidur CSV: arrived_at (seconds), num_prefill_tokens, num_decode_tokens.
 - Mooncake JSONL: timestamp (ms), input_length, output_length, optional hash_ids (512-token blocks).
+- gpusim's agent-session JSONL: one LLM call per line, calls waiting for earlier ones (`agent_trace`).
 
 Decisions: arrivals are made relative to the first row (the trace starts at t=0); rows must already be
 in time order (a decreasing arrival is an error, not silently sorted); a zero output length is clamped
@@ -20,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from gpusim.errors import InputError
+from gpusim.loadgen.agent_trace import FIELDS as AGENT_FIELDS
+from gpusim.loadgen.agent_trace import is_agent_trace, read_agent_trace
 from gpusim.loadgen.workload import Workload
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -30,7 +33,8 @@ MAX_TOKENS = 10**9
 FORMATS = (
     "Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens), "
     "Vidur CSV (arrived_at, num_prefill_tokens, num_decode_tokens), "
-    "Mooncake JSONL (timestamp, input_length, output_length[, hash_ids])"
+    "Mooncake JSONL (timestamp, input_length, output_length[, hash_ids]), "
+    f"agent-session JSONL ({AGENT_FIELDS})"
 )
 
 
@@ -47,11 +51,23 @@ def read_trace(path: str | Path, limit: int | None = None) -> Workload:
         raise InputError(src, "path", f"cannot read trace: {e.strerror or e}") from None
     if not head:
         raise InputError(src, "file", "empty trace: no requests")
+    if head.startswith(b"{") and _first_is_agent_call(path):
+        return read_agent_trace(path, limit)
     if head.startswith(b"{"):
         arrival, isl, osl, hashes = _read_mooncake(path, limit)
     else:
         arrival, isl, osl, hashes = _read_csv(path, limit)
     return Workload.create(arrival, isl, osl, prefix_hashes=hashes, name=path.stem, source=src)
+
+
+def _first_is_agent_call(path: Path) -> bool:
+    with path.open(encoding="utf-8") as f:
+        line = next((ln for ln in f if ln.strip()), "")
+    try:
+        first = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, dict) and is_agent_trace(first)
 
 
 def _missing(src: str, columns: set[str], candidates: tuple[tuple[str, ...], ...]) -> InputError:

@@ -1,0 +1,171 @@
+"""Agent sessions at rack scale (docs/agentic.md): the session generator's calls by hand, calls that wait for earlier
+ones and a tool call, KV tiers below HBM, gpusim's agent-session trace format and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpusim.build import prepare
+from gpusim.cli import main
+from gpusim.errors import InputError
+from gpusim.loadgen.agentic import session_workload
+from gpusim.loadgen.traces import read_trace
+from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload
+from gpusim.sim.kvtiers import Tier, TierStore
+from gpusim.specs.benchmark import LengthDistribution, SecondsDistribution, SubAgents, load_benchmark
+
+
+def constant(v: int) -> LengthDistribution:
+    return LengthDistribution(kind="constant", value=v, max=v, source="test")
+
+
+def shaped(turns: int = 3, tool_s: float = 2.0, sub: bool = True, first: int = 2048, output: int = 100,
+           context: int = 2**31):
+    """agentic-coding with constant lengths, so every call can be worked out by hand."""
+    b = load_benchmark("agentic-coding")
+    subagents = SubAgents(probability=1.0, count=1, turns=2, first_prompt=constant(1024), source="test")
+    a = b.agentic.model_copy(update={
+        "turns": turns, "first_prompt": constant(first), "turn_tokens": constant(512), "max_context": context,
+        "tool_s": SecondsDistribution(kind="constant", value=tool_s, max=tool_s, source="test"),
+        "subagents": subagents if sub else None})
+    return b.model_copy(update={"agentic": a, "output_tokens": constant(output)})
+
+
+def one_session(bench) -> Workload:
+    return session_workload(bench, 1e-9, 1.0, seed=0)  # a Poisson count of 0 still starts one session
+
+
+def test_a_session_by_hand():
+    wl = one_session(shaped())
+    # main 0; its sub-agent's 2 calls; main 1 (waits for both); a second sub-agent; main 2 (the last starts none)
+    assert wl.input_tokens.tolist() == [2048, 1024, 1636, 2760, 1024, 1636, 3472]
+    assert [list(a) for a in wl.after] == [[], [0], [1], [0, 2], [3], [4], [3, 5]]
+    assert wl.delay_s.tolist() == [0.0] + [2.0] * 6
+    assert set(wl.session.tolist()) == {0}
+    h = wl.prefix_hashes
+    full = 2048 // PREFIX_BLOCK_TOKENS
+    assert h[3][:full] == h[0][:full]  # the main agent's next call starts with its earlier context
+    assert h[6][:2760 // PREFIX_BLOCK_TOKENS] == h[3][:2760 // PREFIX_BLOCK_TOKENS]
+    assert not set(h[1]) & set(h[0]) and not set(h[4]) & set(h[1])  # every sub-agent has a context of its own
+    assert h[2][:1] == h[1][:1]
+
+
+def test_a_session_ends_at_the_context_window():
+    wl = one_session(shaped(turns=10, sub=False, first=2000, output=500, context=5000))
+    assert wl.input_tokens.tolist() == [2000, 3012, 4024]  # the next would need 5,036 tokens
+
+
+def test_calls_wait_for_what_they_follow_and_a_tool_call():
+    wl = one_session(shaped(tool_s=3.0))
+    setup = prepare("b300-hgx", "agentic-coding", scenario="sessions")
+    records, _, _ = setup.simulate(wl)
+    rec = records.set_index("request_id")
+    for i, waits in enumerate(wl.after):
+        if waits:
+            last = max(rec.loc[j, "completion_s"] for j in waits)
+            assert rec.loc[i, "scheduled_s"] == pytest.approx(last + 3.0)
+    assert rec.loc[0, "scheduled_s"] == 0.0
+
+
+def test_tiers_evict_down_and_reload_in_turn_by_hand():
+    host = Tier("host", 2 * 512, s_per_token=1e-6, latency_s=1e-3)
+    disk = Tier("storage", 4 * 512, s_per_token=1e-4, latency_s=1e-2)
+    store = TierStore([host, disk], 512)
+    for h in (1, 2, 3):
+        store.store(h)
+    assert list(store.held[0]) == [2, 3] and list(store.held[1]) == [1]  # the oldest went down
+    assert store.locate([2, 1, 9, 3]) == [0, 1]  # stops at the first block found nowhere
+    ready = store.reload([2, 1], [0, 1], now=10.0)
+    assert ready == pytest.approx(10.0 + 1e-2 + 512 * 1e-4)  # storage is the slower read
+    # a second read from the host waits for nothing on its own link; one from storage queues behind the first
+    assert store.reload([3], [0], now=10.0) == pytest.approx(10.0 + 1e-3 + 512 * 1e-6 + 1e-3 + 512 * 1e-6)
+    assert store.reload([1], [1], now=10.0) == pytest.approx(ready + 1e-2 + 512 * 1e-4)
+    assert store.counters()["storage"] == {"reloaded_tokens": 1024, "reloads": 2, "stored_blocks": 1}
+
+
+def test_host_offload_brings_evicted_context_back_instead_of_prefilling_it():
+    """Sessions whose contexts do not all fit in HBM while their tools run: without a lower tier every evicted
+    context is prefilled again; with host memory it is read back over the host link."""
+    bench = shaped(turns=4, tool_s=60.0, sub=False, first=30_000)
+    wl = session_workload(bench, 1.0, 60.0, seed=0)
+    base = prepare("b300-hgx", "agentic-coding", scenario="sessions").deployment
+    runs = {}
+    for tiers in ([], ["host"]):
+        dep = base.model_copy(update={"gpu_memory_fraction": 0.04, "kv_offload": tiers})
+        setup = prepare("b300-hgx", "agentic-coding", deployment=dep)
+        records, stats, _ = setup.simulate(wl)
+        runs[tuple(tiers)] = (stats, float((records.first_token_s - records.scheduled_s).mean()))
+    (none, ttft_none), (host, ttft_host) = runs[()], runs[("host",)]
+    assert none.prefix_hit_rate < 0.1 < 0.5 < host.prefix_hit_rate
+    assert host.kv_tiers["host"]["reloaded_tokens"] > 0.5 * sum(wl.input_tokens)
+    assert ttft_host < 0.5 * ttft_none
+
+
+def test_offload_needs_the_prefix_cache_and_the_tier(tmp_path):
+    base = prepare("b300-hgx", "agentic-coding", scenario="sessions").deployment
+    with pytest.raises(InputError, match="prefix_cache"):
+        prepare("b300-hgx", "agentic-coding", deployment=base.model_copy(
+            update={"prefix_cache": False, "kv_offload": ["host"]}))
+    with pytest.raises(InputError, match="no host KV tier"):
+        prepare("jetson-agx-thor", "qwen3.6-27b", deployment=prepare(
+            "jetson-agx-thor", "qwen3.6-27b").deployment.model_copy(update={"kv_offload": ["host"]}))
+
+
+TRACE = [
+    {"session": "a", "call": "m0", "start_s": 4.0, "new_tokens": 2000, "output_tokens": 100},
+    {"session": "b", "call": 0, "start_s": 1.0, "new_tokens": 3000, "output_tokens": 50},
+    {"session": "a", "call": "s0", "agent": "sub", "after": ["m0"], "delay_s": 1.0, "new_tokens": 1500,
+     "output_tokens": 80},
+    {"session": "a", "call": "m1", "after": ["m0", "s0"], "delay_s": 2.0, "new_tokens": 600, "output_tokens": 120},
+]
+
+
+def write(tmp_path: Path, rows: list) -> Path:
+    p = tmp_path / "sessions.jsonl"
+    p.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return p
+
+
+def test_agent_trace_by_hand(tmp_path):
+    wl = read_trace(write(tmp_path, TRACE))
+    # session b starts first; a's calls follow in file order, their waits renumbered
+    assert wl.arrival_s.tolist() == [0.0, 3.0, 3.0, 3.0]
+    assert wl.input_tokens.tolist() == [3000, 2000, 1500, 2000 + 100 + 600]
+    assert [list(a) for a in wl.after] == [[], [], [1], [1, 2]]
+    assert wl.delay_s.tolist() == [0.0, 0.0, 1.0, 2.0] and wl.session.tolist() == [0, 1, 1, 1]
+    assert wl.prefix_hashes[3][:3] == wl.prefix_hashes[1][:3]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({1: '{"session": "b", "call": 0, '}, "file"),
+    ({1: {"session": "b", "call": 0, "new_tokens": 3000, "output_tokens": 50}}, "start_s"),
+    ({2: {**TRACE[2], "after": ["m9"]}}, "after"),
+    ({2: {**TRACE[2], "after": []}}, "after"),
+    ({3: {**TRACE[3], "call": "m0"}}, "call"),
+    ({3: {**TRACE[3], "new_tokens": 0}}, "new_tokens"),
+    ({3: {**TRACE[3], "delay_s": -1}}, "delay_s"),
+])
+def test_agent_trace_errors_name_the_field_and_line(tmp_path, change, field):
+    rows = [change.get(i, r) for i, r in enumerate(TRACE)]
+    with pytest.raises(InputError) as e:
+        read_trace(write(tmp_path, rows))
+    assert e.value.field == field and str(tmp_path) in e.value.source
+    assert field == "file" or "line" in e.value.message
+
+
+def test_sessions_run_from_the_command_line(capsys, tmp_path):
+    code = main(["run", "--hardware", "b300-hgx", "--benchmark", "agentic-coding", "--scenario", "sessions",
+                 "--session-rate", "0.1", "--duration", "30", "--json"])
+    s = json.loads(capsys.readouterr().out)
+    a = s["sessions"]
+    assert code == 0 and a["completed_sessions"] == a["sessions"] >= 1
+    assert a["session_time_p50_s"] > 0 and a["calls_per_session"] > 1
+    assert s["prefix_hit_rate"] > 0.5 and s["deployment"]["router"] == "kv_aware"
+    assert np.isfinite(a["context_tokens_p50"])
+    code = main(["run", "--hardware", "b300-hgx", "--benchmark", "deepseek-r1", "--scenario", "sessions",
+                 "--session-rate", "0.1"])
+    assert code == 2 and "agentic" in capsys.readouterr().err
