@@ -24,6 +24,13 @@ def session_times(records: pd.DataFrame, session: np.ndarray) -> pd.DataFrame:
     return per.assign(time_s=per["end_s"] - per["start_s"], calls=per["done"])
 
 
+def _per_user(records: pd.DataFrame) -> float | None:
+    """A user's generation speed while a call answers: the median over calls of (tokens − 1) / decode time."""
+    decode = records["completion_s"] - records["first_token_s"]
+    ok = (records["output_tokens"] > 1) & (decode > 0)
+    return float(((records["output_tokens"][ok] - 1) / decode[ok]).median()) if ok.any() else None
+
+
 def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, rack_kw: float,
                     tiers: dict | None) -> dict:
     """The `sessions` block of a run's summary (`records` of the completed calls, `session` per request)."""
@@ -48,6 +55,7 @@ def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, ra
         "context_tokens_p50": float(records["input_tokens"].quantile(0.5)) if len(records) else None,
         "context_tokens_p99": float(records["input_tokens"].quantile(0.99)) if len(records) else None,
         "ttft_by_context": by_context,
+        "tokens_per_s_per_user_p50": _per_user(records),
         "sessions_per_s": rate,
         "sessions_per_s_per_rack": rate / systems if rate else None,
         "sessions_per_s_per_mw": rate / (systems * rack_kw / 1e3) if rate else None,

@@ -1,0 +1,305 @@
+"""Agentic coding traffic on GB200, GB300 and Vera Rubin NVL72 racks and a B300 HGX node.
+
+    python experiments/agentic.py [--workers 2]
+
+Sessions of the `agentic-coding` benchmark (workloads/benchmarks/agentic-coding.yaml) start as a Poisson process
+for 600 s. For each system and each candidate deployment (the searched Server default, aggregated, and
+disaggregated splits of its DEP instances into prefill and decode pools), the session rate climbs a grid of rates
+(×√2 apart) from the best rate found so far until the service level fails; the system's answer is its highest rate
+that meets the service level and the deployment that ran it. Then, on each system's answer: where a prefill
+chunk's and a decode step's time goes, and the KV-tier what-if (HBM only, host memory, host and storage) on the
+same traffic with tool calls 20x longer (test suites, builds, a person reading), where contexts wait long enough to
+leave HBM.
+
+Writes docs/agentic.md. Every figure comes from the model; see the benchmark file for each input's source and grade.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pickle
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import yaml
+
+import gpusim
+from gpusim.analysis.describe import layout_text
+from gpusim.api import setup_for
+from gpusim.build import Setup, prepare
+from gpusim.perf.step import BatchShape
+from gpusim.specs.experiment import RunSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = "agentic-coding"
+SLO = {"ttft_p99_s": 5.0, "tpot_p99_s": 0.050}
+"""The service level: every call's first token within 5 s and its tokens at 20 per second or faster, at p99."""
+DURATION_S = 600.0
+GRID = [2**-5 * math.sqrt(2) ** k for k in range(20)]
+SYSTEMS = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "b300-hgx"]
+PREFILL_SHARES = (0.55, 0.67, 0.78)
+"""Shares of a system's instances the disaggregated candidates give to prefill."""
+TIER_CHOICES = {"HBM only": [], "host memory": ["host"], "host and storage": ["host", "storage"]}
+TIER_SYSTEMS = ("gb300-nvl72", "vr-nvl72", "b300-hgx")
+LONG_TOOLS = 20.0
+"""The tier what-if's tool calls, this many times the benchmark's."""
+
+
+def candidates(hw: str) -> dict[str, object]:
+    """The searched Server default (aggregated) and disaggregated splits of its instances: prefill-heavy, as
+    agent calls bring thousands of new tokens each over a long cached context and answer in a few hundred."""
+    base = prepare(hw, BENCH, scenario="sessions").deployment
+    out: dict[str, object] = {"default (aggregated)": None}
+    gpus = prepare(hw, BENCH, scenario="sessions").num_gpus
+    count = gpus // base.gpus_per_instance
+    if count < 2:
+        return out
+    pool = {"tp": base.tp, "ep": base.ep, "attention_dp": base.attention_dp}
+    shared = {k: getattr(base, k) for k in ("software", "weights", "activations", "kv_cache", "frontend")}
+    for prefill in sorted({max(1, round(count * share)) for share in PREFILL_SHARES} & set(range(1, count))):
+        out[f"disaggregated {prefill}P:{count - prefill}D"] = {
+            "name": f"agentic-{prefill}p{count - prefill}d", "mode": "disaggregated", **shared,
+            "prefix_cache": True, "router": "kv_aware",
+            "prefill": {**pool, "instances": prefill, "max_batch_size": 512, "max_num_tokens": base.max_num_tokens},
+            "decode": {**pool, "instances": count - prefill, "max_batch_size": base.max_batch_size,
+                       "max_num_tokens": base.max_batch_size}}
+    return out
+
+
+def setup_of(hw: str, deployment: object) -> Setup:
+    """The setup a sessions run of `deployment` (None, a deployment or its fields as a dict) uses."""
+    return setup_for(RunSpec(hardware=hw, benchmark=BENCH, scenario="sessions", session_rate=1.0,
+                             deployment=deployment))
+
+
+def run(hw: str, rate: float, deployment: object, bench: str = BENCH) -> tuple[dict, dict]:
+    """A run's summary and where its typical steps' time goes."""
+    r = gpusim.run(hw, bench, "sessions", session_rate=rate, duration_s=DURATION_S, deployment=deployment)
+    return r.summary, r.steps
+
+
+def meets(s: dict) -> bool:
+    a = s["sessions"]
+    return (a["completed_sessions"] == a["sessions"] and s["ttft_p99_s"] <= SLO["ttft_p99_s"]
+            and s["tpot_p99_s"] <= SLO["tpot_p99_s"])
+
+
+def best_of(hw: str) -> dict:
+    """The highest grid rate any candidate serves at the service level, the candidate and its run."""
+    started = time.perf_counter()
+    best: dict = {"rate": 0.0, "candidate": None, "summary": None, "tried": {}}
+    for label, dep in candidates(hw).items():
+        reached = 0.0
+        for rate in (r for r in GRID if r >= best["rate"]):
+            s, steps = run(hw, rate, dep)
+            if not meets(s):
+                break
+            reached = rate
+            if rate > best["rate"] or best["summary"] is None:
+                best.update(rate=rate, candidate=label, deployment=dep, summary=s, steps=steps)
+        best["tried"][label] = reached
+    best["wall_s"] = time.perf_counter() - started
+    return {"hw": hw, **best}
+
+
+CONTEXTS = (16_384, 32_768, 65_536, 131_072)
+NEW_TOKENS = 3_000
+"""A call's uncached tokens (a tool result and the previous answer), prefilled over its cached context."""
+DECODE_SEQS = 64
+
+
+def context_growth(best: dict) -> dict[int, tuple[float, float]]:
+    """On a system's best deployment, per context length: the prefill of one call's new tokens after that much
+    cached context, and a decode step of `DECODE_SEQS` sequences at that context (seconds, from the cost model)."""
+    setup = setup_of(best["hw"], best["deployment"])
+    prefill_cost, decode_cost = setup.pools[0].cost, setup.pools[-1].cost
+    c = NEW_TOKENS
+    return {ctx: (prefill_cost.step_time(BatchShape(prefill_tokens=c, prefill_attn_pairs=c * ctx + c * (c + 1) / 2,
+                                                    prefill_seqs=1)),
+                  decode_cost.step_time(BatchShape(decode_seqs=DECODE_SEQS, decode_context=DECODE_SEQS * ctx)))
+            for ctx in CONTEXTS}
+
+
+def long_tools_benchmark(folder: Path) -> str:
+    """agentic-coding with tool calls `LONG_TOOLS` times longer, as a benchmark file in `folder`."""
+    spec = yaml.safe_load((ROOT / "workloads" / "benchmarks" / f"{BENCH}.yaml").read_text())
+    tool = spec["agentic"]["tool_s"]
+    tool.update(mu=tool["mu"] + math.log(LONG_TOOLS), max=tool["max"] * LONG_TOOLS,
+                fitted_to={k: v * LONG_TOOLS for k, v in tool["fitted_to"].items()},
+                source=f"{LONG_TOOLS:g}x the tool time of {BENCH} (a what-if)")
+    spec["id"] = f"{BENCH}-long-tools"
+    path = folder / f"{spec['id']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(path)
+
+
+def tiers(best: dict, bench: str) -> list[dict]:
+    """The best deployment of a system at its rate, on long-tool traffic, with each choice of KV tiers."""
+    base = setup_of(best["hw"], best["deployment"]).deployment
+    rows = []
+    for label, offload in TIER_CHOICES.items():
+        dep = base.model_copy(update={"kv_offload": offload})
+        s, _ = run(best["hw"], best["rate"], dep, bench)
+        rows.append({"hw": best["hw"], "tiers": label, "summary": s})
+    return rows
+
+
+def _session_cells(s: dict) -> str:
+    a = s["sessions"]
+    return (f"{a['session_time_p50_s']:,.0f} | {a['session_time_p99_s']:,.0f} | {s['ttft_p99_s']:.2f} | "
+            f"{s['tpot_p99_s'] * 1e3:.0f} | {a['tokens_per_s_per_user_p50']:.0f} | {s['prefix_hit_rate']:.0%}")
+
+
+def _share(step: dict, ops: tuple[str, ...]) -> str:
+    part = sum(step["by_op"].get(op, 0.0) for op in ops)
+    return f"{step['total_s'] * 1e3:,.1f} ms, {part / step['total_s']:.0%} attention"
+
+
+def growth_lines(growth: dict[str, dict[int, tuple[float, float]]]) -> list[str]:
+    """The context-growth table, with each system's time over GB300's where both are there."""
+    ref = growth.get("gb300-nvl72")
+    lines = ["", f"How a call's cost grows with its context, on each system's best deployment (the cost model's step "
+             f"time: the prefill of a call's {NEW_TOKENS:,} new tokens after the cached context, and a decode step "
+             f"of {DECODE_SEQS} sequences at that context; in brackets, GB300 NVL72's time over the system's):", "",
+             "| system | " + " | ".join(f"{c // 1024}k prefill ms | {c // 1024}k decode ms" for c in CONTEXTS) + " |",
+             "|---|" + "---|---|" * len(CONTEXTS)]
+    for hw, g in growth.items():
+        cells = []
+        for c in CONTEXTS:
+            for k in (0, 1):
+                ratio = f" ({ref[c][k] / g[c][k]:.2f}x)" if ref and hw != "gb300-nvl72" else ""
+                cells.append(f"{g[c][k] * 1e3:,.1f}{ratio}")
+        lines.append(f"| {hw} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growth: dict, wall_s: float) -> str:
+    by_hw = {b["hw"]: b for b in bests}
+    lines = [
+        "# Agentic traffic: coding-agent sessions on racks",
+        "",
+        f"Generated by `python experiments/agentic.py` ({wall_s / 60:,.0f} min on 2 cores). Every figure is the "
+        "model's; the traffic's inputs, their sources and grades are in `workloads/benchmarks/agentic-coding.yaml`.",
+        "",
+        "## The traffic",
+        "",
+        "A session is a coding agent at work: a main agent's calls (about 31 per session, GitHub Copilot's coding-"
+        "agent dataset, grade B), each prompt the agent's whole context so far (a 20k-token system prompt and tools, "
+        "then every earlier call, answer and tool result: contexts reach DeepSeek-R1's 128k window, where the session"
+        " ends), answers of about 530 tokens, a tool call of about 5 s between calls (grade D: no measured tool times"
+        " are published as text), and now and then three sub-agents of 8 calls each over contexts of their own, whose"
+        " answers the main agent's next call waits for (SemiAnalysis AgentX, grade C). Sessions start as a Poisson "
+        "process. The engine keeps each call's prompt blocks in its prefix cache; the router sends a call where its "
+        "context lives unless that instance is busier than the context is worth (`kv_aware`).",
+        "",
+        "Run it yourself: a few seconds of sessions on one rack, then a trace of two sessions written by hand "
+        "(gpusim's session trace format: one JSON object per LLM call, `session`, `call`, `agent` (default 0; an "
+        "agent's calls share one growing context), `new_tokens` (what the call adds to its agent's context; the "
+        "first call's whole prompt), `output_tokens`, `start_s` for a session's first call, and `after` (calls of "
+        "the session on earlier lines) with `delay_s` (the tool call's time) for every other call; a bad line is "
+        "refused with its field and line number):",
+        "",
+        "```bash",
+        "gpusim run --hardware gb300-nvl72 --benchmark agentic-coding --scenario sessions --session-rate 0.5 "
+        "--duration 120",
+        "cat > sessions.jsonl <<'EOF'",
+        '{"session": "s1", "call": "m0", "start_s": 0, "new_tokens": 20000, "output_tokens": 400}',
+        '{"session": "s1", "call": "e0", "agent": "explore", "after": ["m0"], "delay_s": 1.5, "new_tokens": 11000, '
+        '"output_tokens": 300}',
+        '{"session": "s1", "call": "m1", "after": ["m0", "e0"], "delay_s": 0.5, "new_tokens": 2600, '
+        '"output_tokens": 500}',
+        '{"session": "s2", "call": "m0", "start_s": 3, "new_tokens": 18000, "output_tokens": 350}',
+        "EOF",
+        "gpusim run --hardware b300-hgx --benchmark agentic-coding --scenario trace --trace sessions.jsonl",
+        "```",
+        "",
+        "## Sessions per rack at a service level",
+        "",
+        f"Service level: every call's TTFT within {SLO['ttft_p99_s']:g} s and TPOT within "
+        f"{SLO['tpot_p99_s'] * 1e3:g} ms (20 tokens/s per user), at p99, and every session completed. Each system's "
+        f"rate is the highest of a grid ×√2 apart that meets it ({DURATION_S:,.0f} s of session starts), so the "
+        "true capacity lies below the next grid rate.",
+        "",
+        "| system | GPUs | best deployment | sessions/s | per MW | session p50 s | session p99 s | TTFT p99 s | "
+        "TPOT p99 ms | tokens/s/user p50 | prefix hits | other candidates: highest rate met, tried from the best so "
+        "far (0: none) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b in bests:
+        s = b["summary"]
+        if s is None:
+            lines.append(f"| {b['hw']} | | none meets the service level at {GRID[0]:g} sessions/s | | | | | | | | | |")
+            continue
+        others = ", ".join(f"{k} {v:.2f}" for k, v in b["tried"].items() if k != b["candidate"]) or "-"
+        lines.append(f"| {b['hw']} | {s['num_gpus']} | {b['candidate']}: {layout_text(s['deployment'])} | "
+                     f"{s['sessions']['sessions_per_s']:.2f} | {s['sessions']['sessions_per_s_per_mw']:.1f} | "
+                     f"{_session_cells(s)} | {others} |")
+    gb300, vr = by_hw.get("gb300-nvl72"), by_hw.get("vr-nvl72")
+    if gb300 and vr and gb300["summary"] and vr["summary"]:
+        ratio = vr["summary"]["sessions"]["sessions_per_s"] / gb300["summary"]["sessions"]["sessions_per_s"]
+        lines += ["", f"**Vera Rubin NVL72 / GB300 NVL72: {ratio:.1f}x sessions per rack at the service level** "
+                  f"(each on its best deployment above: {vr['candidate']} and {gb300['candidate']})."]
+    lines += ["", "A typical decode step on each system's best deployment at its rate (of the decode pool, or of the "
+              "aggregated instances), and the share of it spent in attention:", "",
+              "| system | decode step |", "|---|---|"]
+    for hw, st in steps.items():
+        dec = st.get("decode")
+        lines.append(f"| {hw} | {_share(dec, ('attention_decode',)) if dec else '-'} |")
+    lines += growth_lines(growth)
+    lines += [
+        "",
+        "## KV memory tiers: HBM only, host memory, host and storage",
+        "",
+        f"The same traffic with tool calls {LONG_TOOLS:g}x longer (median 60 s: a test suite, a build, a person "
+        "reading), at each system's rate and best deployment above. A prefix block the HBM cache evicts goes to "
+        "the host tier (Grace or Vera LPDDR5X over NVLink-C2C on the racks, CPU DRAM over PCIe on HGX), then to "
+        "local NVMe; a call whose context is there waits for it to be read back instead of prefilling it again. "
+        "Capacities and bandwidths per GPU are in `hardware_profiles/systems/*.yaml` (`kv_tiers`, grades C-D).",
+        "",
+        "| system | tiers | session p50 s | session p99 s | TTFT p99 s | TPOT p99 ms | tokens/s/user p50 | prefix hits "
+        "| read back from host | from storage |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in tier_rows:
+        s, t = r["summary"], r["summary"]["sessions"]["kv_tiers"] or {}
+        back = [f"{t[n]['reloaded_share']:.1%}" if n in t else "-" for n in ("host", "storage")]
+        lines.append(f"| {r['hw']} | {r['tiers']} | {_session_cells(s)} | {back[0]} | {back[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--save", type=Path, help="also keep the measured results here (pickle), for --page-from")
+    p.add_argument("--page-from", type=Path, help="write the page from results kept by --save, without running")
+    args = p.parse_args(argv)
+    if args.page_from is not None:
+        write_page(*pickle.loads(args.page_from.read_bytes()))
+        return
+    started = time.perf_counter()
+    with ProcessPoolExecutor(args.workers) as pool:
+        bests = list(pool.map(best_of, SYSTEMS))
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = long_tools_benchmark(Path(tmp))
+            racks = [b for b in bests if b["summary"] is not None and b["hw"] in TIER_SYSTEMS]
+            tier_rows = [row for rows in pool.map(tiers, racks, [bench] * len(racks)) for row in rows]
+    steps = {b["hw"]: b["steps"] for b in bests if b["summary"] is not None}
+    growth = {b["hw"]: context_growth(b) for b in bests if b["summary"] is not None}
+    results = (bests, tier_rows, steps, growth, time.perf_counter() - started)
+    if args.save is not None:
+        args.save.write_bytes(pickle.dumps(results))
+    write_page(*results)
+
+
+def write_page(*results: object) -> None:
+    text = page(*results)
+    (ROOT / "docs" / "agentic.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
