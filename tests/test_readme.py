@@ -98,7 +98,7 @@ def test_the_python_example_runs(monkeypatch, tmp_path):
 
 def test_docs_howtos_run_to_their_last_command(tmp_path):
     """Each how-to's shell blocks, in one shell, from an empty folder: the last command is a run."""
-    for page in ("own-hardware.md", "add-a-model.md"):
+    for page in ("own-hardware.md", "add-a-model.md", "agentic.md"):
         blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
         assert "gpusim run " in blocks[-1].strip().splitlines()[-1]
         folder = tmp_path / page
