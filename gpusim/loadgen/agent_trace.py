@@ -15,13 +15,13 @@ Fields of a call (docs/agentic.md):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from gpusim.errors import InputError
 from gpusim.loadgen.agentic import block_hashes
+from gpusim.loadgen.jsonl import json_objects
 from gpusim.loadgen.workload import Workload
 
 FIELDS = "session, call, agent, new_tokens, output_tokens, start_s (first call) or after and delay_s"
@@ -53,46 +53,39 @@ def read_agent_trace(path: Path, limit: int | None = None) -> Workload:
     where: dict[tuple, int] = {}  # (session, call) → index in `calls`
     context: dict[tuple, tuple[int, int, int, int]] = {}  # (session, agent) → (agent id, calls, prompt, output)
     seen: set = set()
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(src, "file", f"line {lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(rec, dict) or "session" not in rec or "call" not in rec:
-                raise InputError(src, "session", f"line {lineno}: a call needs {FIELDS}")
-            session, name, agent = rec["session"], rec["call"], rec.get("agent", 0)
-            if (session, name) in where:
-                raise InputError(src, "call", f"line {lineno}: call {name!r} of session {session!r} appears twice")
-            new, out = _count(src, rec, "new_tokens", lineno), _count(src, rec, "output_tokens", lineno)
-            after = rec.get("after") or []
-            if not isinstance(after, list):
-                raise InputError(src, "after", f"line {lineno}: must be a list of calls of the session")
-            missing = [a for a in after if (session, a) not in where]
-            if missing:
-                raise InputError(src, "after", f"line {lineno}: waits for {missing!r}, not calls of session "
-                                 f"{session!r} on earlier lines")
-            first = session not in seen
-            seen.add(session)
-            if first and after:
-                raise InputError(src, "after", f"line {lineno}: a session's first call waits for nothing")
-            if not first and not after:
-                raise InputError(src, "after", f"line {lineno}: every call but a session's first waits for "
-                                 "earlier calls (after)")
-            start = _seconds(src, rec, "start_s", lineno) if first else None
-            if first and "start_s" not in rec:
-                raise InputError(src, "start_s", f"line {lineno}: a session's first call says when it starts")
-            agent_id, n, prompt, prev_out = context.get((session, agent), (len(context), 0, 0, 0))
-            prompt += prev_out + new
-            context[(session, agent)] = (agent_id, n + 1, prompt, out)
-            where[(session, name)] = len(calls)
-            calls.append({"session": session, "start": start, "prompt": prompt, "output": out,
-                          "after": [where[(session, a)] for a in after], "delay": _seconds(src, rec, "delay_s", lineno),
-                          "hashes": block_hashes(agent_id, n, prompt)})
-            if limit is not None and len(calls) >= limit:
-                break
+    for lineno, rec in json_objects(path):
+        if "session" not in rec or "call" not in rec:
+            raise InputError(src, "session", f"line {lineno}: a call needs {FIELDS}")
+        session, name, agent = rec["session"], rec["call"], rec.get("agent", 0)
+        if (session, name) in where:
+            raise InputError(src, "call", f"line {lineno}: call {name!r} of session {session!r} appears twice")
+        new, out = _count(src, rec, "new_tokens", lineno), _count(src, rec, "output_tokens", lineno)
+        after = rec.get("after") or []
+        if not isinstance(after, list):
+            raise InputError(src, "after", f"line {lineno}: must be a list of calls of the session")
+        missing = [a for a in after if (session, a) not in where]
+        if missing:
+            raise InputError(src, "after", f"line {lineno}: waits for {missing!r}, not calls of session "
+                             f"{session!r} on earlier lines")
+        first = session not in seen
+        seen.add(session)
+        if first and after:
+            raise InputError(src, "after", f"line {lineno}: a session's first call waits for nothing")
+        if not first and not after:
+            raise InputError(src, "after", f"line {lineno}: every call but a session's first waits for "
+                             "earlier calls (after)")
+        start = _seconds(src, rec, "start_s", lineno) if first else None
+        if first and "start_s" not in rec:
+            raise InputError(src, "start_s", f"line {lineno}: a session's first call says when it starts")
+        agent_id, n, prompt, prev_out = context.get((session, agent), (len(context), 0, 0, 0))
+        prompt += prev_out + new
+        context[(session, agent)] = (agent_id, n + 1, prompt, out)
+        where[(session, name)] = len(calls)
+        calls.append({"session": session, "start": start, "prompt": prompt, "output": out,
+                      "after": [where[(session, a)] for a in after], "delay": _seconds(src, rec, "delay_s", lineno),
+                      "hashes": block_hashes(agent_id, n, prompt)})
+        if limit is not None and len(calls) >= limit:
+            break
     if not calls:
         raise InputError(src, "file", "empty trace: no calls")
     return _ordered(calls, path.stem, src)

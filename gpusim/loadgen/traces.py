@@ -14,7 +14,6 @@ while a zero or negative input length and a negative output length are errors.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ import pandas as pd
 from gpusim.errors import InputError
 from gpusim.loadgen.agent_trace import FIELDS as AGENT_FIELDS
 from gpusim.loadgen.agent_trace import is_agent_trace, read_agent_trace
+from gpusim.loadgen.jsonl import json_objects
 from gpusim.loadgen.workload import Workload
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -61,13 +61,8 @@ def read_trace(path: str | Path, limit: int | None = None) -> Workload:
 
 
 def _first_is_agent_call(path: Path) -> bool:
-    with path.open(encoding="utf-8") as f:
-        line = next((ln for ln in f if ln.strip()), "")
-    try:
-        first = json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(first, dict) and is_agent_trace(first)
+    first = next(json_objects(path), None)
+    return first is not None and is_agent_trace(first[1])
 
 
 def _missing(src: str, columns: set[str], candidates: tuple[tuple[str, ...], ...]) -> InputError:
@@ -131,20 +126,11 @@ def _read_mooncake(
     src = str(path)
     rows: list[dict] = []
     lines: list[int] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(src, "file", f"line {lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise InputError(src, "file", f"line {lineno}: expected a JSON object per line")
-            rows.append(rec)
-            lines.append(lineno)
-            if limit is not None and len(rows) >= limit:
-                break
+    for lineno, rec in json_objects(path):
+        rows.append(rec)
+        lines.append(lineno)
+        if limit is not None and len(rows) >= limit:
+            break
     if not rows:
         raise InputError(src, "file", "empty trace: no requests")
     with_hashes = "hash_ids" in rows[0]

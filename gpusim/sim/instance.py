@@ -75,7 +75,7 @@ class Instance:
         self.chunked = deployment.chunked_prefill
         self.rate = deployment.mtp.expected_tokens_per_step if deployment.mtp and role != "prefill" else 1.0
         self.kv = KVCache(kv_capacity_tokens, deployment.kv_block_tokens)
-        lower = TierStore(tiers, PREFIX_BLOCK_TOKENS) if tiers and deployment.prefix_cache else None
+        lower = TierStore(tiers, PREFIX_BLOCK_TOKENS) if tiers else None  # tiers come with a prefix cache only
         self.prefix = PrefixCache(self.kv, PREFIX_BLOCK_TOKENS, lower) if deployment.prefix_cache else None
         dp = deployment.attention_ranks
         self.ranks = AttentionRanks(dp, self.rate) if dp > 1 else None
@@ -118,17 +118,12 @@ class Instance:
     def _onboard(self, req: Request) -> None:
         """Queue a new request; one whose context lies in a lower KV tier first waits for it to be read back into
         HBM (`gpusim/sim/kvtiers.py`), as a KV connector loads it before the scheduler takes the request."""
-        lower = self.prefix.lower if self.prefix is not None else None
-        if lower is None or not req.hashes:
-            self._enqueue(req)
-            return
-        resident = self.prefix.match(req.hashes)
-        tiers = lower.locate(req.hashes[resident:])
+        resident, tiers = self.prefix.find(req.hashes) if self.prefix is not None and req.hashes else (0, [])
         if not tiers:
             self._enqueue(req)
             return
         wanted = req.hashes[:resident + len(tiers)]
-        ready = lower.reload(wanted[resident:], tiers, self.env.now)
+        ready = self.prefix.lower.reload(wanted[resident:], tiers, self.env.now)
 
         def landed(_: simpy.Event) -> None:
             self.prefix.load(wanted)
@@ -160,13 +155,11 @@ class Instance:
             self._wake.succeed()
 
     def prefix_overlap(self, req: Request) -> int:
-        """Prompt tokens this instance's prefix cache already holds for `req`."""
+        """Prompt tokens this instance's prefix cache holds for `req`, in HBM or a lower tier."""
         if self.prefix is None or not req.hashes:
             return 0
-        resident = self.prefix.match(req.hashes)
-        lower = self.prefix.lower
-        below = len(lower.locate(req.hashes[resident:])) if lower is not None else 0
-        return (resident + below) * PREFIX_BLOCK_TOKENS
+        resident, below = self.prefix.find(req.hashes)
+        return (resident + len(below)) * PREFIX_BLOCK_TOKENS
 
     # ---- the loop ----------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, object, None]:

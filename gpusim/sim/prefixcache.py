@@ -35,6 +35,12 @@ class PrefixCache:
             n += 1
         return n
 
+    def find(self, hashes: Sequence[int]) -> tuple[int, list[int]]:
+        """How many leading blocks of `hashes` are resident, and the lower tier of each block after them that a
+        tier holds (none without tiers)."""
+        resident = self.match(hashes)
+        return resident, self.lower.locate(hashes[resident:]) if self.lower is not None else []
+
     @property
     def evictable_tokens(self) -> int:
         return len(self.idle) * self.block
