@@ -20,7 +20,9 @@ profile, a model YAML and a `Deployment`:
   such an aggregated row is unsupported, with that reason. Columns shaped tp·dp = moe_tp·moe_ep = k² in
   two patterns are an export that multiplied two widths by EP: read as k GPUs by the rule in `ep_squared`.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
-  counts; where those are empty, `unstated_workers` sizes the decode pool for the concurrency and
+  counts; where those are empty, the benchmark InferenceX's search space lists for the row's setup and
+  concurrency gives the pools (workers, attention layout, decode batch, MTP: `disagg_recipes`), and where it
+  lists none or several layouts, `unstated_workers` sizes the decode pool for the concurrency and
   `balanced_prefill_workers` the prefill pool for the decode pool's request rate (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
@@ -38,6 +40,7 @@ backend's rows by `gpusim calibrate`); a backend without a profile runs with `tr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -58,6 +61,7 @@ from gpusim.perf.memory import plan_memory
 from gpusim.perf.step import StepCostModel
 from gpusim.sim.topology import Topology
 from gpusim.specs.deployment import (
+    MTP,
     AnyDeployment,
     Deployment,
     DisaggregatedDeployment,
@@ -68,6 +72,7 @@ from gpusim.specs.hardware import Dtype, Hardware, load_hardware
 from gpusim.specs.model import ModelSpec, load_model, model_names
 from gpusim.specs.software import software_names
 from gpusim.validate.csvfile import read_checked_csv
+from gpusim.validate.disagg_recipes import DisaggRecipe, find_recipes
 from gpusim.validate.errors import (
     error_stats,
     first_wave_weights,
@@ -114,6 +119,7 @@ _SUFFIX = re.compile(r"-(fp8|nvfp4|fp4|instruct|hf)$")
 _CONCURRENCY_SOURCE = re.compile(r"silicon_concurrency=(\d+)")
 _CONCURRENCY_ID = re.compile(r"_c(\d+)(?=_|$)")
 _ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")
+_DUMP_DATE = re.compile(r"source_file=(\d{4}-\d\d-\d\d)")
 
 
 @dataclass(frozen=True)
@@ -305,14 +311,19 @@ def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: DisaggregatedD
 
 def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: int,
                    common: dict) -> tuple[DisaggregatedDeployment, int, list[str]]:
-    """(deployment, GPUs, notes) of a disaggregated row: its pools as stated; a decode worker count it
-    leaves empty by `unstated_workers` (and `DEP_SEQS_PER_GPU`), a prefill count by `balanced_prefill_workers`."""
+    """(deployment, GPUs, notes) of a disaggregated row: its pools as stated; where it leaves the worker counts
+    empty, its InferenceX recipe's pools, else a decode count by `unstated_workers` (and `DEP_SEQS_PER_GPU`)
+    and a prefill count by `balanced_prefill_workers`."""
     is_moe, domain = model.moe is not None, hw.domain_gpus
     prefill, prefill_notes = _parallelism(row, "prefill_", None, is_moe, domain)
     decode_notes: list[str] = []
     decode_workers = _int(row, "decode_num_workers", 0)
     unstated = not decode_workers
     if unstated:
+        recipe, recipe_notes = _inferencex_recipe(row, model, prefill, is_moe, domain, concurrency)
+        if recipe is not None:
+            return _recipe_deployment(recipe, model, hw, concurrency, prefill, common, recipe_notes)
+        decode_notes += recipe_notes
         per_worker = _parallelism(row, "decode_", None, is_moe, domain)[0].gpus_per_instance
         decode_workers = unstated_workers(concurrency, per_worker)
         decode_notes.append(f"decode workers unstated: {decode_workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
@@ -334,10 +345,62 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
         prefill_workers = balanced_prefill_workers(hw, model, deployment(1), concurrency, int(row["isl"]),
                                                    int(row["osl"]))
         prefill_notes.insert(0, f"prefill workers unstated: {prefill_workers} sized to the decode pool's request rate")
-    sizes = [prefill.gpus_per_instance] * prefill_workers + [decode.gpus_per_instance] * decode_workers
+    gpus = _gpus(hw, [(prefill.gpus_per_instance, prefill_workers), (decode.gpus_per_instance, decode_workers)])
+    return deployment(prefill_workers), gpus, prefill_notes + decode_notes
+
+
+def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, is_moe: bool, domain: int,
+                       concurrency: int) -> tuple[DisaggRecipe | None, list[str]]:
+    """The one pool layout InferenceX's search space gives a row with unstated workers
+    (gpusim/validate/disagg_recipes.py), with its notes; None (and why, if several match) otherwise."""
+    decode = _parallelism(row, "decode_", None, is_moe, domain)[0]
+    dump = _DUMP_DATE.search(str(row.get("silicon_data_source") or ""))
+    found = find_recipes(model.id, str(row.get("system")), str(row.get("backend")), str(row.get("precision")),
+                         int(row["isl"]), int(row["osl"]), concurrency, dump and dump.group(1),
+                         (prefill.gpus_per_instance, prefill.ep), decode.gpus_per_instance)
+    layouts = {r.layout for r in found}
+    if len(layouts) > 1:
+        return None, [f"InferenceX recipes disagree: {len(layouts)} pool layouts listed for the setup"]
+    if not found:
+        return None, []
+    mtp = {r.mtp for r in found}
+    recipe = found[0] if len(mtp) == 1 else dataclasses.replace(found[0], mtp=False, mtp_depth=None)
+    kind = ("InferenceX recipe, MTP unknown" if len(mtp) > 1 else
+            "InferenceX recipe with MTP" if recipe.mtp else "InferenceX recipe")
+    return recipe, [f"{kind}: {recipe.label()}"]
+
+
+def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, concurrency: int,
+                       prefill: Parallelism, common: dict,
+                       notes: list[str]) -> tuple[DisaggregatedDeployment, int, list[str]]:
+    """(deployment, GPUs, notes) of a row read by its InferenceX recipe: its workers, attention layout,
+    decode batch per rank (the concurrency per worker where the recipe names none) and MTP depth (the
+    model's where it names none), at the model's acceptance."""
+    def pool(tp: int, ep: int, dp_attn: bool, workers: int, batch: int | None) -> Parallelism:
+        ranks = tp if dp_attn else 1
+        return Parallelism(tp=tp, pp=1, ep=ep if model.moe is not None else 1, attention_dp=dp_attn,
+                           max_batch_size=batch * ranks if batch else math.ceil(concurrency / workers),
+                           max_num_tokens=TOKENS_PER_RANK * ranks, instances=workers)
+
+    pools = {"prefill": pool(recipe.prefill_tp, recipe.prefill_ep, recipe.prefill_dp_attn, recipe.prefill_workers,
+                             None).model_copy(update={"max_batch_size": prefill.max_batch_size}),
+             "decode": pool(recipe.decode_tp, recipe.decode_ep, recipe.decode_dp_attn, recipe.decode_workers,
+                            recipe.decode_batch)}
+    mtp = None
+    if recipe.mtp and model.mtp_acceptance:
+        depth = min(recipe.mtp_depth or len(model.mtp_acceptance), len(model.mtp_acceptance))
+        mtp = MTP(depth=depth, acceptance=model.mtp_acceptance[:depth], source=model.mtp_source or "model")
+    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp})
+    gpus = _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
+    return dep, gpus, notes
+
+
+def _gpus(hw: Hardware, pools: list[tuple[int, int]]) -> int:
+    """GPUs up to the end of the last instance of `pools` ((GPUs per worker, workers), placed in order):
+    whole instances per system leave gaps the systems must cover."""
+    sizes = [gpus for gpus, workers in pools for _ in range(workers)]
     last = Topology(systems=sum(sizes), gpus_per_system=hw.system.gpus).place(sizes)[-1]
-    # GPUs up to the end of the last instance: whole instances per system leave gaps the systems must cover
-    return deployment(prefill_workers), last.first_gpu + last.gpus, prefill_notes + decode_notes
+    return last.first_gpu + last.gpus
 
 
 def row_case(row: Mapping) -> SiliconCase:
