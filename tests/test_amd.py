@@ -216,3 +216,21 @@ def test_the_mi355x_platform_runs_end_to_end(capsys):
     assert summary["num_gpus"] == 8 and summary["completed_requests"] == 200
     assert summary["output_tokens_per_s"] > 0
     assert "vllm-rocm" in json.dumps(summary["deployment"])
+
+
+# ---- published MLPerf results of other vendors: validated, never fitted ---------------------------------
+def test_mi355x_mlperf_rows_run_on_the_amd_platform_with_its_own_stack(tmp_path) -> None:
+    """reference/mlperf_other_vendors.csv holds AMD's v6.1 rows (mlcommons/inference_results_v6.1 summary.csv):
+    8 and 72 MI355X map to one and nine mi355x-platform systems, served by the stack the system profile names
+    (vLLM on ROCm, as AMD's submission), and the request-level fit of TensorRT-LLM never takes them."""
+    from gpusim.analysis.published import read_published
+    from gpusim.calibrate.offline import offline_rows
+    from gpusim.validate.mlperf import software_for_row
+
+    rows = read_published(REPO / "reference" / "mlperf_other_vendors.csv")
+    assert {(r.hardware, r.systems, r.gpus) for r in rows} == {("mi355x-platform", 1, 8), ("mi355x-platform", 9, 72)}
+    assert {software_for_row(r)[0] for r in rows} == {"vllm-rocm"}
+    # the same row's round (v6.1) runs TensorRT-LLM on NVIDIA systems, and an NVIDIA row still does
+    nvidia = read_published(REPO / "reference" / "mlperf_calibration.csv")
+    assert {software_for_row(r)[0] for r in nvidia if r.round == "v6.1"} <= {"trtllm", "vllm"}
+    assert offline_rows(REPO / "reference" / "mlperf_other_vendors.csv", "trtllm", "trtllm", 60.0, workers=1) == []

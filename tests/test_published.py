@@ -16,7 +16,8 @@ from gpusim.analysis.published import benchmark_id, map_accelerator
         ("NVIDIA GB200", 4, ("gb200-nvl72", 1)),
         ("NVIDIA Vera Rubin 288GB HBM4", 72, ("vr-nvl72", 1)),
         ("NVIDIA H100-SXM-80GB", 8, ("h100-hgx", 1)),
-        ("AMD Instinct MI355X", 8, None),
+        ("AMD Instinct MI355X 288GB HBM3e", 72, ("mi355x-platform", 9)),
+        ("Intel Gaudi 3", 8, None),
     ],
 )
 def test_accelerator_names_map_by_rule(accelerator, count, expected):

@@ -274,7 +274,7 @@ def test_mlperf_validator_on_three_rows(tmp_path) -> None:
          "benchmark": "llama3.1-8b", "scenario": "Offline", "value": 3000.0, "unit": "tokens/s"},
         {"round": "v6.1", "system": "b300", "accelerator": "NVIDIA B300-SXM-270GB", "num_accelerators": 8,
          "benchmark": "qwen3-vl-235b-a22b", "scenario": "Offline", "value": 129.4, "unit": "samples/s"},
-        {"round": "v6.1", "system": "mi", "accelerator": "AMD Instinct MI355X", "num_accelerators": 8,
+        {"round": "v6.1", "system": "gaudi", "accelerator": "Intel Gaudi 3", "num_accelerators": 8,
          "benchmark": "llama2-70b-99.9", "scenario": "Offline", "value": 1e5, "unit": "tokens/s"},
     ]).to_csv(csv, index=False)
     result = validate_mlperf(csv, duration_s=30)

@@ -26,6 +26,7 @@ ACCELERATOR_RULES: list[tuple[str, str]] = [
     (r"\bb200\b", "b200-hgx"),
     (r"\bh200\b", "h200-hgx"),
     (r"\bh100\b", "h100-hgx"),
+    (r"\bmi355x\b", "mi355x-platform"),
 ]
 """First match wins (GB300 before B300): a regular expression on the lower-cased accelerator name."""
 

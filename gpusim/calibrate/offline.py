@@ -24,7 +24,7 @@ from gpusim.build import prepare
 from gpusim.parallel import parallel_map
 from gpusim.search import trial
 from gpusim.specs.deployment import AnyDeployment
-from gpusim.validate.mlperf import predict_row, software_for_round, value_in_unit
+from gpusim.validate.mlperf import predict_row, software_for_round, system_software, value_in_unit
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,12 @@ def _searched(args: tuple[PublishedRow, str, float]) -> AnyDeployment | str:
 
 
 def offline_rows(path: Path, rounds_of: str, profile: str, duration_s: float, workers: int = 2) -> list[OfflineRow]:
-    """The Offline rows of `path` whose round runs with software `rounds_of` (`software_for_round`), each with
-    the deployment the MLPerf search finds for it with software `profile` (distinct settings searched once,
-    `workers` at a time); unsupported rows are left out."""
-    rows = [r for r in read_published(path)
-            if r.scenario == "offline" and software_for_round(r.round)[0] == rounds_of]
+    """The Offline rows of `path` whose round runs with software `rounds_of` (`software_for_round`) on a system
+    without a stack of its own (`system_software`), each with the deployment the MLPerf search finds for it
+    with software `profile` (distinct settings searched once, `workers` at a time); unsupported rows are left
+    out."""
+    rows = [r for r in read_published(path) if r.scenario == "offline"
+            and software_for_round(r.round)[0] == rounds_of and system_software(r) is None]
     found = _once(rows, _key, lambda r: (r, profile, duration_s), _searched, workers)
     return [OfflineRow(r, dep) for r, dep in zip(rows, found, strict=True) if not isinstance(dep, str)]
 

@@ -69,12 +69,22 @@ def value_in_unit(summary: dict, unit: str, gpus: int) -> float:
     return float(summary["samples_per_s"])
 
 
+def system_software(row: PublishedRow) -> str | None:
+    """The serving stack the row's system profile names (another vendor's, e.g. vLLM on ROCm for MI355X), or
+    None for systems that run the round's TensorRT-LLM."""
+    return load_hardware(row.hardware).system.software
+
+
 def software_for_row(row: PublishedRow) -> tuple[str, str]:
     """(software profile, note): the benchmark's own serving stack where it names one (its submissions all
-    run it, e.g. vLLM for Qwen3-VL), else the round's (`software_for_round`)."""
+    run it, e.g. vLLM for Qwen3-VL), else the system's own (`system_software`), else the round's
+    (`software_for_round`)."""
     named = load_benchmark(row.benchmark).software
     if named is not None and named in software_names():
         return named, f"{row.benchmark} is served with {named}"
+    own = system_software(row)
+    if own is not None:
+        return own, f"{row.hardware} runs {own}"
     return software_for_round(row.round)
 
 
