@@ -21,7 +21,7 @@ from gpusim import api, sweep
 SWEEP = """\
 hardware: b200-hgx
 benchmark: llama2-70b
-samples: 300
+samples: 1000
 grid:
   deployment.tp: [1, 2, 4, 8]
   load:
