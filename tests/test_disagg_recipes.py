@@ -142,3 +142,19 @@ def test_a_full_decode_pool_delays_the_first_token_by_littles_law() -> None:
     own = predict_case(roomy, waves=20).ttft_steady_ms
     assert own < quarter / 3
     assert quarter <= pred.ttft_steady_ms <= quarter + own
+
+
+def test_recipes_differing_only_in_a_batch_cap_the_row_does_not_reach_are_one_layout(monkeypatch) -> None:
+    """Concurrency 5 on four TEP8 workers: caps of 8 and 16 sequences per worker both hold every request (one
+    layout, read); caps of 1 and 16 do not agree on whether a request waits (several layouts, the rule)."""
+    import gpusim.validate.silicon as silicon
+    from gpusim.validate.disagg_recipes import DisaggRecipe
+
+    def recipe(batch: int) -> DisaggRecipe:
+        return DisaggRecipe(1, 4, 4, True, 4, 8, 8, False, False, None, batch, f"ctx1_gen4_tep8_batch{batch}.yaml",
+                            "abc", "2026-03-01")
+
+    monkeypatch.setattr(silicon, "find_recipes", lambda *a, **k: [recipe(8), recipe(16)])
+    assert row_case(_gb200_row(5, 8)).notes[0].startswith("InferenceX recipe: ctx1_gen4_tep8_batch8")
+    monkeypatch.setattr(silicon, "find_recipes", lambda *a, **k: [recipe(1), recipe(16)])
+    assert any(n.startswith("InferenceX recipes disagree") for n in row_case(_gb200_row(5, 8)).notes)

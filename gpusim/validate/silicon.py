@@ -352,13 +352,19 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
 def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, is_moe: bool, domain: int,
                        concurrency: int) -> tuple[DisaggRecipe | None, list[str]]:
     """The one pool layout InferenceX's search space gives a row with unstated workers
-    (gpusim/validate/disagg_recipes.py), with its notes; None (and why, if several match) otherwise."""
+    (gpusim/validate/disagg_recipes.py), with its notes; None (and why, if several match) otherwise. Recipes
+    that differ only in decode batch caps the row's concurrency does not reach are one layout."""
     decode = _parallelism(row, "decode_", None, is_moe, domain)[0]
     dump = _DUMP_DATE.search(str(row.get("silicon_data_source") or ""))
     found = find_recipes(model.id, str(row.get("system")), str(row.get("backend")), str(row.get("precision")),
                          int(row["isl"]), int(row["osl"]), concurrency, dump and dump.group(1),
                          (prefill.gpus_per_instance, prefill.ep), decode.gpus_per_instance)
-    layouts = {r.layout for r in found}
+    def binding(r: DisaggRecipe) -> tuple:  # a batch cap above the row's sequences per worker sets nothing
+        ranks = r.decode_tp if r.decode_dp_attn else 1
+        holds = r.decode_batch is not None and r.decode_batch * ranks * r.decode_workers < concurrency
+        return r.layout if holds else r.layout[:-1]
+
+    layouts = {binding(r) for r in found}
     if len(layouts) > 1:
         return None, [f"InferenceX recipes disagree: {len(layouts)} pool layouts listed for the setup"]
     if not found:
