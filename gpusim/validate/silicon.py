@@ -320,11 +320,11 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
     decode_workers = _int(row, "decode_num_workers", 0)
     unstated = not decode_workers
     if unstated:
-        recipe, recipe_notes = _inferencex_recipe(row, model, prefill, is_moe, domain, concurrency)
-        if recipe is not None:
-            return _recipe_deployment(recipe, model, hw, concurrency, prefill, common, recipe_notes)
-        decode_notes += recipe_notes
         per_worker = _parallelism(row, "decode_", None, is_moe, domain)[0].gpus_per_instance
+        recipe, recipe_notes = _inferencex_recipe(row, model, prefill, per_worker, concurrency)
+        if recipe is not None:
+            return *_recipe_deployment(recipe, model, hw, concurrency, prefill.max_batch_size, common), recipe_notes
+        decode_notes += recipe_notes
         decode_workers = unstated_workers(concurrency, per_worker)
         decode_notes.append(f"decode workers unstated: {decode_workers} assumed (≤ {SEQS_PER_GPU} sequences per GPU)")
     decode, more = _parallelism(row, "decode_", math.ceil(concurrency / decode_workers), is_moe, domain)
@@ -349,16 +349,15 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
     return deployment(prefill_workers), gpus, prefill_notes + decode_notes
 
 
-def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, is_moe: bool, domain: int,
+def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, decode_gpus: int,
                        concurrency: int) -> tuple[DisaggRecipe | None, list[str]]:
     """The one pool layout InferenceX's search space gives a row with unstated workers
     (gpusim/validate/disagg_recipes.py), with its notes; None (and why, if several match) otherwise. Recipes
     that differ only in decode batch caps the row's concurrency does not reach are one layout."""
-    decode = _parallelism(row, "decode_", None, is_moe, domain)[0]
     dump = _DUMP_DATE.search(str(row.get("silicon_data_source") or ""))
     found = find_recipes(model.id, str(row.get("system")), str(row.get("backend")), str(row.get("precision")),
                          int(row["isl"]), int(row["osl"]), concurrency, dump and dump.group(1),
-                         (prefill.gpus_per_instance, prefill.ep), decode.gpus_per_instance)
+                         (prefill.gpus_per_instance, prefill.ep), decode_gpus)
     def binding(r: DisaggRecipe) -> tuple:  # a batch cap above the row's sequences per worker sets nothing
         ranks = r.decode_tp if r.decode_dp_attn else 1
         holds = r.decode_batch is not None and r.decode_batch * ranks * r.decode_workers < concurrency
@@ -377,28 +376,28 @@ def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, is_
 
 
 def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, concurrency: int,
-                       prefill: Parallelism, common: dict,
-                       notes: list[str]) -> tuple[DisaggregatedDeployment, int, list[str]]:
-    """(deployment, GPUs, notes) of a row read by its InferenceX recipe: its workers, attention layout,
-    decode batch per rank (the concurrency per worker where the recipe names none) and MTP depth (the
-    model's where it names none), at the model's acceptance."""
-    def pool(tp: int, ep: int, dp_attn: bool, workers: int, batch: int | None) -> Parallelism:
+                       prefill_batch: int, common: dict) -> tuple[DisaggregatedDeployment, int]:
+    """(deployment, GPUs) of a row read by its InferenceX recipe: its workers, attention layout, decode batch
+    per rank (the concurrency per worker where the recipe names none) and MTP depth (the model's where it
+    names none), at the model's acceptance."""
+    def pool(tp: int, ep: int, dp_attn: bool, workers: int, max_batch: int) -> Parallelism:
         ranks = tp if dp_attn else 1
         return Parallelism(tp=tp, pp=1, ep=ep if model.moe is not None else 1, attention_dp=dp_attn,
-                           max_batch_size=batch * ranks if batch else math.ceil(concurrency / workers),
-                           max_num_tokens=TOKENS_PER_RANK * ranks, instances=workers)
+                           max_batch_size=max_batch, max_num_tokens=TOKENS_PER_RANK * ranks, instances=workers)
 
+    decode_ranks = recipe.decode_tp if recipe.decode_dp_attn else 1
+    decode_batch = (recipe.decode_batch * decode_ranks if recipe.decode_batch
+                    else math.ceil(concurrency / recipe.decode_workers))
     pools = {"prefill": pool(recipe.prefill_tp, recipe.prefill_ep, recipe.prefill_dp_attn, recipe.prefill_workers,
-                             None).model_copy(update={"max_batch_size": prefill.max_batch_size}),
+                             prefill_batch),
              "decode": pool(recipe.decode_tp, recipe.decode_ep, recipe.decode_dp_attn, recipe.decode_workers,
-                            recipe.decode_batch)}
+                            decode_batch)}
     mtp = None
     if recipe.mtp and model.mtp_acceptance:
         depth = min(recipe.mtp_depth or len(model.mtp_acceptance), len(model.mtp_acceptance))
         mtp = MTP(depth=depth, acceptance=model.mtp_acceptance[:depth], source=model.mtp_source or "model")
     dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp})
-    gpus = _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
-    return dep, gpus, notes
+    return dep, _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
 
 
 def _gpus(hw: Hardware, pools: list[tuple[int, int]]) -> int:
