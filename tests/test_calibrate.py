@@ -127,58 +127,6 @@ def test_table_timing_constants_are_written_apart_and_win_on_every_architecture(
     assert prof.for_timing("roofline") is prof
 
 
-def test_generation_ratio_from_a_synthetic_mlperf_file(tmp_path) -> None:
-    csv = tmp_path / "mlperf.csv"
-    pd.DataFrame({
-        "round": ["v5.1", "v6.1", "v5.1", "v6.1"], "accelerator": ["X", "X", "Y", "Z"],
-        "num_accelerators": [8, 8, 8, 8], "benchmark": ["m"] * 4, "scenario": ["Offline"] * 4,
-        "value": [100.0, 2 * 800.0, 50.0, 1e6], "unit": ["tokens/s/GPU", "tokens/s", "tokens/s/GPU", "tokens/s"],
-    }).to_csv(csv, index=False)
-    ratio, pairs = fit.generation_ratio(csv, "v5.1")
-    assert ratio == pytest.approx(2.0) and pairs.startswith("X m")
-    with pytest.raises(ValueError):
-        fit.generation_ratio(csv, "v4.0")
-
-
-def test_derived_generation_scales_kernels_and_keeps_other_overrides(tmp_path) -> None:
-    from gpusim.specs.sourced import Sourced
-
-    csv = tmp_path / "mlperf.csv"
-    pd.DataFrame({"round": ["v5.1", "v6.1"], "accelerator": ["X", "X"], "num_accelerators": [8, 8],
-                  "benchmark": ["m", "m"], "scenario": ["Offline"] * 2, "value": [100.0, 200.0],
-                  "unit": ["tokens/s"] * 2}).to_csv(csv, index=False)
-    newer = load_software("trtllm").model_copy(update={"overrides": {
-        "blackwell": {"moe_efficiency_fp4": Sourced(value=0.3, source="table fit", grade="B")}}})
-    fit.derive_generation("old", newer, csv, "v5.1", "cmd", tmp_path / "old.yaml")
-    old = SoftwareProfile.model_validate(yaml.safe_load((tmp_path / "old.yaml").read_text()))
-    bw = old.for_architecture("blackwell")
-    assert bw.gemm_efficiency("fp4") == pytest.approx(newer.gemm_efficiency("fp4") / 2, abs=1e-4)
-    assert bw.value("moe_efficiency_fp4") == 0.3  # relative to the GEMM efficiency: not scaled again
-    for fixed in ("attention_kernel_us", "attention_prefill_kernel_us", "step_overhead_us"):
-        assert bw.value(fixed) == pytest.approx(newer.for_architecture("blackwell").value(fixed) * 2, rel=1e-3)
-    assert old.overrides["blackwell"]["moe_efficiency_fp4"].source == "table fit"
-    assert newer.adp_balance is not None and old.adp_balance is None  # a later generation's serving feature
-    # the older generation's own serving (features, balance), once written with its sources, survives a re-derivation
-    own = old.model_copy(update={"features": old.features.model_copy(update={"max_ep": 8, "source": "its configs"}),
-                                 "adp_balance": newer.adp_balance.model_copy(update={"timeout_iters": 6})})
-    (tmp_path / "old.yaml").write_text(yaml.safe_dump(own.model_dump(mode="json", exclude_none=True)))
-    fit.derive_generation("old", newer, csv, "v5.1", "cmd", tmp_path / "old.yaml")
-    again = SoftwareProfile.model_validate(yaml.safe_load((tmp_path / "old.yaml").read_text()))
-    assert again.features.max_ep == 8 and again.features.source == "its configs"
-    assert again.adp_balance.timeout_iters == 6 and newer.features.max_ep is None
-
-
-def test_generation_ratio_pairs_two_spellings_of_one_gpu(tmp_path) -> None:
-    csv = tmp_path / "mlperf.csv"
-    pd.DataFrame({
-        "round": ["v5.1", "v6.1"], "accelerator": ["NVIDIA B200-SXM", "NVIDIA B200-SXM-180GB (1000W TGP)"],
-        "num_accelerators": [8, 8], "benchmark": ["llama2-70b-99", "llama2-70b-99.9"], "scenario": ["Offline"] * 2,
-        "value": [800.0, 1200.0], "unit": ["tokens/s"] * 2,
-    }).to_csv(csv, index=False)
-    ratio, pairs = fit.generation_ratio(csv, "v5.1")
-    assert ratio == pytest.approx(1.5) and pairs.startswith("b200-hgx llama2-70b")
-
-
 def test_profiles_for_every_backend_and_round() -> None:
     from gpusim.validate.mlperf import software_for_round
     from gpusim.validate.silicon import row_software

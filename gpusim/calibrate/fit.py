@@ -373,78 +373,12 @@ def calibrate(name: str, start: SoftwareProfile, backend: str, silicon: Path, co
     return block
 
 
-GENERATION_SCALED = ("hbm_bandwidth_fraction", "hbm_bandwidth_fraction_fp4", "gemm_efficiency_max",
-                     "gemm_efficiency_fp8", "gemm_efficiency_fp4", "attention_prefill_flops_fraction",
-                     "attention_decode_flops_fraction", "attention_decode_bandwidth_fraction")
-GENERATION_STRETCHED = ("gemm_kernel_us", "attention_kernel_us", "attention_prefill_kernel_us", "moe_kernel_us",
-                        "moe_kernel_us_fp8", "moe_kernel_us_fp4", "step_overhead_us", "layer_overhead_us",
-                        "host_seq_us")
-
-
-OWN_SERVING = ("features", "adp_balance")
-"""What a generation runs beyond its kernels' speed: data of its own profile, each with its source there (v5.1's
-from NVIDIA's v5.1 DeepSeek-R1 configs), kept when its constants are re-derived. A first derivation takes the newer
-generation's features without its `adp_balance`: NVIDIA credits v6.0's DeepSeek-R1 gains on the same GB300 NVL72 to
-"optimized attention data parallel processing, and better load balancing across ranks" (its v6.0 results post)."""
-
-
-def generation_ratio(mlperf: Path, old_round: str) -> tuple[float, str]:
-    """Per-GPU Offline throughput of newer rounds over `old_round` on the same GPU (mapped to its hardware
-    profile, so submitters' spellings of one part match) and benchmark (the best newer result; the
-    geometric mean over such pairs), and which pairs."""
-    from gpusim.analysis.published import benchmark_id, map_accelerator
-
-    df = pd.read_csv(mlperf)
-    df = df[df["scenario"] == "Offline"].assign(
-        per_gpu=lambda d: d["value"] / d["num_accelerators"].where(d["unit"] == "tokens/s", 1.0),
-        gpu=lambda d: [(map_accelerator(a, int(n)) or (a,))[0] for a, n in zip(d["accelerator"], d["num_accelerators"],
-                                                                                 strict=True)],
-        bench=lambda d: d["benchmark"].map(benchmark_id))
-    old = df[df["round"] == old_round]
-    newer = df[df["round"].map(lambda r: str(r) > old_round)]
-    ratios, pairs = [], []
-    for _, o in old.iterrows():
-        n = newer[(newer["gpu"] == o["gpu"]) & (newer["bench"] == o["bench"])]
-        if len(n):
-            ratios.append(n["per_gpu"].max() / o["per_gpu"])
-            pairs.append(f"{o['gpu']} {o['bench']} {ratios[-1]:.2f}x")
-    if not ratios:
-        raise ValueError(f"no Offline rows of round {old_round} with a newer round on the same accelerator")
-    return float(np.exp(np.mean(np.log(ratios)))), "; ".join(pairs)
-
-
-def derive_generation(name: str, newer: SoftwareProfile, mlperf: Path, old_round: str, command: str,
-                      path: Path | None = None) -> dict:
-    """An older generation of `newer`: kernel efficiencies divided and fixed times multiplied by the MLPerf
-    Offline per-GPU ratio between the rounds on the same hardware (grade D: one speed factor for all kernels);
-    its serving features its own (`OWN_SERVING`)."""
-    ratio, pairs = generation_ratio(mlperf, old_round)
-
-    def scaled(sw: SoftwareProfile) -> dict[str, float]:
-        out = {k: sw.value(k) / ratio for k in GENERATION_SCALED}
-        return {**out, **{k: sw.value(k) * ratio for k in GENERATION_STRETCHED}}
-
-    archs = {BASE_ARCH, *newer.overrides}
-    arch_values = {a: {**{k: c.value for k, c in newer.overrides.get(a, {}).items()},
-                      **scaled(newer.for_architecture(a))} for a in archs}  # other overrides kept as they are
-    data = f"{mlperf.name}: Offline per-GPU ratio newest round / {old_round} = {ratio:.3f} ({pairs})"
-    block = calibration_block(command, data, {"speed_ratio": ratio}, {})
-    target = path or SOFTWARE / f"{name}.yaml"
-    own = SoftwareProfile.model_validate(yaml.safe_load(target.read_text())) if target.exists() else None
-    serving = {k: getattr(own, k) for k in OWN_SERVING} if own else {"adp_balance": None}
-    base = newer.model_copy(update={"name": f"{newer.name} ({old_round} generation)", **serving})
-    write_profile(name, base, arch_values, {}, block, target)
-    return block
-
-
 __all__ = [
     "calibrate",
     "calibration_block",
-    "derive_generation",
     "fit_ops",
     "fit_requests",
     "fit_surrogate",
-    "generation_ratio",
     "profile_text",
     "row_errors",
     "trial_profile",

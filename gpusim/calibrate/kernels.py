@@ -347,9 +347,11 @@ FAMILIES = (
 
 
 def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int = 0,
-                backend: str = "trtllm") -> dict[str, pd.DataFrame]:
+                backend: str = "trtllm", moe_kernel: str | None = None) -> dict[str, pd.DataFrame]:
     """Measured rows per family (GEMM split by dtype), `latency` in ms, at most `max_rows` each (seeded);
-    a family whose table is missing or shaped differently for `backend` is left out."""
+    a family whose table is missing or shaped differently for `backend` is left out. `moe_kernel` keeps
+    only the MoE rows of that kernel (`kernel_source` ending with it, e.g. `cutlass`): the kernel an older
+    round's MoE backend ran, where the default takes the fastest one measured per shape."""
     hw = load_hardware(_profile(system))
     out: dict[str, pd.DataFrame] = {}
     for fam in FAMILIES:
@@ -357,7 +359,10 @@ def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int 
         if path is None:
             continue
         try:
-            df = fam.prepare(pd.read_parquet(path))
+            raw = pd.read_parquet(path)
+            if moe_kernel and fam.name == "moe":
+                raw = raw[raw["kernel_source"].str.endswith(moe_kernel)]
+            df = fam.prepare(raw)
         except (KeyError, ValueError, AttributeError):
             continue
         if "dtype" in df:
@@ -544,13 +549,13 @@ def streaming_by_architecture(data: Path, systems: tuple[str, ...] = SYSTEMS, ma
 
 
 def calibrate_system(data: Path, system: str, max_rows: int | None = 2000, backend: str = "trtllm",
-                     families: tuple[str, ...] = ()) -> dict:
+                     families: tuple[str, ...] = (), moe_kernel: str | None = None) -> dict:
     """Errors with the profile's constants, the fitted constants, and the errors with them, for one system
     and `backend` (its tables, its profile); only the families whose names start with `families` when
     given (the joint fit then moves only the constants they depend on)."""
     hw = load_hardware(_profile(system))
     sw = load_software(backend).for_architecture(hw.gpu.architecture)
-    tables = load_tables(data, system, max_rows, backend=backend)
+    tables = load_tables(data, system, max_rows, backend=backend, moe_kernel=moe_kernel)
     params = PARAMS
     if families:
         tables = {k: v for k, v in tables.items() if k.startswith(families)}
@@ -574,14 +579,15 @@ def fit_architecture(sets: list[tuple[str, dict[str, pd.DataFrame], Hardware]],
 
 
 def calibrate_architectures(data: Path, systems: tuple[str, ...] = SYSTEMS, max_rows: int | None = 2000,
-                            backend: str = "trtllm", families: tuple[str, ...] = ()) -> list[dict]:
+                            backend: str = "trtllm", families: tuple[str, ...] = (),
+                            moe_kernel: str | None = None) -> list[dict]:
     """Per GPU architecture, one set of constants fitted to all of its `systems` at once
     (`fit_architecture`): the values a software profile's per-architecture overrides take. Only the
     families starting with `families` when given, and then only the constants they depend on."""
     by_arch: dict[str, list[tuple[str, dict[str, pd.DataFrame], Hardware]]] = {}
     for system in systems:
         hw = load_hardware(_profile(system))
-        tables = load_tables(data, system, max_rows, backend=backend)
+        tables = load_tables(data, system, max_rows, backend=backend, moe_kernel=moe_kernel)
         if families:
             tables = {k: v for k, v in tables.items() if k.startswith(families)}
         if tables:
@@ -627,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="whose kernel tables, against whose software profile")
     ap.add_argument("--families", nargs="+", default=[], metavar="PREFIX",
                     help="only these op families (name prefixes, e.g. moe)")
+    ap.add_argument("--moe-kernel", metavar="SUFFIX", help="only the MoE rows of this kernel (kernel_source "
+                    "suffix, e.g. cutlass) instead of the fastest per shape")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--pooled", action="store_true", help="one fit per GPU architecture over all of its systems "
                     "(the profile's per-architecture values) instead of one per system")
@@ -646,12 +654,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(streaming_by_architecture(data, tuple(args.systems), args.max_rows, args.backend), indent=1))
         return 0
     if args.pooled:
-        pooled = calibrate_architectures(data, tuple(args.systems), args.max_rows, args.backend, tuple(args.families))
+        pooled = calibrate_architectures(data, tuple(args.systems), args.max_rows, args.backend, tuple(args.families),
+                                         args.moe_kernel)
         print(json.dumps(pooled, indent=1) if args.json else "\n\n".join(map(format_architecture, pooled)))
         return 0
     results = []
     for system in args.systems:  # each system's table as soon as it is fitted (minutes each on 2 cores)
-        results.append(calibrate_system(data, system, args.max_rows, args.backend, tuple(args.families)))
+        results.append(calibrate_system(data, system, args.max_rows, args.backend, tuple(args.families),
+                                        args.moe_kernel))
         if not args.json:
             print(("\n\n" if len(results) > 1 else "") + format_result(results[-1]), flush=True)
     if args.json:

@@ -24,12 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--op-families", nargs="+", default=[], metavar="PREFIX",
                    help="fit only these op families at op level (name prefixes, e.g. moe); keep the others")
     add_timing(c, help="table: fit the overheads the table timing backend uses (profile's table_timing; no op level)")
-    c.add_argument("--derive-from", help="derive an older generation from this profile by the MLPerf ratio "
-                                         "(--round) instead of fitting")
-    c.add_argument("--round", default="v5.1", help="MLPerf round of the older generation (--derive-from)")
     c.add_argument("--mlperf", type=Path, default=MLPERF_CSV,
-                   help="published MLPerf results: their Offline rows that run with --profile join the fit "
-                        "(and --derive-from takes its ratio from them)")
+                   help="published MLPerf results: their Offline rows that run with --profile join the fit")
     c.add_argument("--no-mlperf", action="store_true", help="fit on the silicon sample alone")
     c.add_argument("--workers", type=int, default=2)
     c.add_argument("--json", action="store_true", help="print the calibration block as JSON")
@@ -41,9 +37,6 @@ def _cmd(args: argparse.Namespace) -> int:
     from gpusim.specs.software import load_software, software_names
 
     command = "gpusim calibrate " + " ".join(_argv(args))
-    if args.derive_from:
-        block = fit.derive_generation(args.profile, load_software(args.derive_from), args.mlperf, args.round, command)
-        return _print(args, block)
     start = args.start or args.profile
     if start not in software_names():
         raise InputError("command line", "profile", f"no software profile {start!r} (valid: {software_names()})")
@@ -61,12 +54,12 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     out = []
-    for k in ("profile", "backend", "start", "train_sample", "held_out_sample", "derive_from", "round"):
+    for k in ("profile", "backend", "start", "train_sample", "held_out_sample"):
         v = getattr(args, k)
-        if v is not None and (k in ("profile", "derive_from", "round")) == bool(args.derive_from or k == "profile"):
+        if v is not None:
             out.append(f"--{k.replace('_', '-')} {v}")
     return (out + (["--no-ops"] if args.no_ops else []) + (["--timing table"] if args.timing == "table" else [])
-            + (["--no-mlperf"] if args.no_mlperf and not args.derive_from else [])
+            + (["--no-mlperf"] if args.no_mlperf else [])
             + (["--op-families " + " ".join(args.op_families)] if args.op_families else []))
 
 

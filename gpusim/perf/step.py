@@ -27,6 +27,11 @@ pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped 
 it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
 shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in m.
 
+CUDA graphs: where the profile captures only some decode batch sizes (`SoftwareProfile.cuda_graphs`), a step
+that only generates runs padded to the next captured size per attention-DP rank (every rank to the busiest
+one's): the T-dependent ops, the LM head and MTP drafting compute the dummy rows, while the KV read stays the
+real sequences'.
+
 Pipeline parallelism: the stages run one after another for one batch (the step is the sum of the
 stages plus pp − 1 activation transfers); micro-batch pipelining across steps is not modelled yet.
 Attention DP: sequences are split evenly over the tp ranks and the step waits for the busiest
@@ -40,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops
 from gpusim.perf.timer import KernelTimer, OpTime, RooflineTimer, TimingContext
@@ -108,6 +113,7 @@ class StepCostModel:
         self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
         self.timer: KernelTimer = timer(TimingContext(hardware, model, deployment, sw, self.ops, self.imbalance))
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
+        self._graphs = sw.cuda_graphs
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._cache: dict[int, float] = {}
         """Seconds of the ops that see every token of the step, per token count T."""
@@ -203,9 +209,22 @@ class StepCostModel:
         prefill = self._busiest(b.prefill_tokens, b.prefill_seqs or self._dp)
         return max(1, math.ceil(prefill + b.decode_seqs * self._verify / self._dp - 1e-9))
 
+    def _graph_batch(self, b: BatchShape) -> BatchShape:
+        """`b` as its kernels run it: a generation-only step padded to its CUDA graph's batch size per rank
+        (`CudaGraphs.rows`; host work stays with the real sequences)."""
+        if self._graphs is None or b.prefill_tokens or not b.decode_seqs:
+            return b
+        rank = b.attn_rank_seqs or -(-b.decode_seqs // self._dp)
+        rows = self._graphs.rows(rank)
+        if rows == rank:
+            return b
+        return replace(b, decode_seqs=rows * self._dp, attn_rank_seqs=rows if b.attn_rank_seqs else 0)
+
     # ---- the interface ----------------------------------------------------------------------
     def step_time(self, b: BatchShape) -> float:
         """Seconds for one step of one instance (hot path: a dict lookup and a few float operations)."""
+        seqs = b.decode_seqs + b.prefill_seqs
+        b = self._graph_batch(b)
         t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return 0.0
@@ -214,7 +233,7 @@ class StepCostModel:
         if self._joules:
             s = max(s, self._step_joules(b, t, rank_t) / self._power_w)
         if self._host_seq:
-            s += self._host_time(b.decode_seqs + b.prefill_seqs)
+            s += self._host_time(seqs)
         return s
 
     def _gpu_time(self, b: BatchShape, t: int, rank_t: int) -> float:
@@ -310,6 +329,8 @@ class StepCostModel:
     def breakdown(self, b: BatchShape) -> StepBreakdown:
         """The same time as `step_time`, split by bound and by op (slow path, for reports)."""
         total = self.step_time(b)
+        host = self._host_time(b.decode_seqs + b.prefill_seqs)
+        b = self._graph_batch(b)
         t = b.prefill_tokens + b.decode_seqs * self._verify
         if t <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, {})
@@ -336,7 +357,6 @@ class StepCostModel:
         if limit > 0:  # the clocks drop until the step draws the TDP: the tensor work takes longer
             by_op["power_limit"] = limit
             parts["compute"] += limit
-        host = self._host_time(b.decode_seqs + b.prefill_seqs)
         if host:
             by_op["host"] = host
         return StepBreakdown(

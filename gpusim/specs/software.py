@@ -5,7 +5,8 @@ discipline): achievable fractions of the hardware's peak bandwidth and FLOPS, th
 collective efficiencies and latencies, and fixed per-kernel / per-step overheads. Each is a `Sourced`
 with a grade (B measured publicly, C derived, D assumed or fitted). A profile may override any constant
 for one GPU architecture (`overrides: {hopper: {gemm_efficiency_max: {...}}}`); `for_architecture`
-applies them.
+applies them. A profile may name a `base` profile and state only what differs from it: an older
+generation of the same engine is its base's kernels with the kernels and features its own round ran.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.specs.catalog import clear_cache, load_ref, names, shipped_dir
 from gpusim.specs.deployment import AdpBalance, Deployment, DisaggregatedDeployment
@@ -140,6 +141,35 @@ class ServingFeatures(BaseModel):
         return None
 
 
+class CudaGraphs(BaseModel):
+    """The decode batch sizes an engine captures as CUDA graphs, and whether it pads to them. A step that only
+    generates runs the graph of the smallest captured size that holds its busiest attention-DP rank's
+    sequences: padded to that size, the GEMMs, experts, collectives and LM head compute the dummy rows too
+    (their attention reads next to nothing). A batch above the largest size runs without a graph, unpadded,
+    and so does a step with prompt tokens in it. Absent from a profile: every size is captured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_sizes: tuple[int, ...] = Field(min_length=1)
+    """Captured sizes, sequences per attention-DP rank (per instance without attention DP)."""
+    padding: bool = True
+    source: str
+    grade: Grade
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _sorted(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if min(sizes) < 1:
+            raise ValueError(f"batch sizes must be at least 1, got {min(sizes)}")
+        return tuple(sorted(set(sizes)))
+
+    def rows(self, seqs: int) -> int:
+        """Sequences a generation-only step of `seqs` (per rank) computes: the next captured size, if padding."""
+        if not self.padding or seqs > self.batch_sizes[-1]:
+            return seqs
+        return next(s for s in self.batch_sizes if s >= seqs)
+
+
 class SoftwareProfile(BaseModel):
     """Kernel efficiencies and overheads of one serving stack (TensorRT-LLM, vLLM, ... at a version)."""
 
@@ -147,6 +177,10 @@ class SoftwareProfile(BaseModel):
 
     id: str
     name: str
+    base: str | None = None
+    """The profile this one derives from: its constants and settings hold except where this file states its
+    own. A constant stated at the top level holds on every architecture, replacing the base's overrides of
+    it, unless this file's own `overrides` say otherwise."""
     hbm_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth for weight/activation streaming (memory-bound ops)."""
     hbm_bandwidth_fraction_fp4: Sourced | None = None
@@ -250,6 +284,8 @@ class SoftwareProfile(BaseModel):
     default: none). Absent: the generation has none."""
     features: ServingFeatures = ServingFeatures()
     """The serving features this generation runs (`ServingFeatures`)."""
+    cuda_graphs: CudaGraphs | None = None
+    """The decode batch sizes captured as CUDA graphs and padded to (`CudaGraphs`); absent: every size."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
@@ -260,6 +296,21 @@ class SoftwareProfile(BaseModel):
     source: str | None = None
     calibration: dict[str, object] | None = None
     """How the constants were fitted: `command`, `date`, `data`, `fit` and `held_out` errors (gpusim calibrate)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit(cls, data: object) -> object:
+        """A profile with a `base`: the base's fields, then this file's (`base` docstring)."""
+        if not isinstance(data, dict) or not data.get("base"):
+            return data
+        own = dict(data)
+        base = load_software(str(own["base"]), f"software profile {own.get('id', '?')}, field base")
+        merged = base.model_dump(exclude_none=True, exclude={"id", "name", "base", "source"})
+        overrides = {arch: {k: v for k, v in over.items() if k not in own}
+                     for arch, over in merged.get("overrides", {}).items()}
+        for arch, over in (own.pop("overrides", None) or {}).items():
+            overrides[arch] = {**overrides.get(arch, {}), **over}
+        return {**merged, **own, "overrides": {a: o for a, o in overrides.items() if o}}
 
     @model_validator(mode="after")
     def _check(self) -> SoftwareProfile:
@@ -358,5 +409,5 @@ def software_overlay(*profiles: SoftwareProfile) -> Iterator[None]:
         _OVERLAY.update(saved)
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software", "overlaid",
-           "reload_software", "software_names", "software_overlay"]
+__all__ = ["CONSTANTS", "DEFAULTS", "CudaGraphs", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
+           "overlaid", "reload_software", "software_names", "software_overlay"]
