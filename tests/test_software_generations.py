@@ -11,16 +11,16 @@ from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
-from gpusim.specs.software import CudaGraphs, load_software, software_overlay
+from gpusim.specs.software import GraphBatches, load_software, software_overlay
 
 GRAPHS = {"batch_sizes": [256, 128, 512, 384], "padding": True, "source": "test", "grade": "B"}
 
 
 def test_captured_sizes_pad_up_and_larger_batches_run_unpadded():
-    g = CudaGraphs(**GRAPHS)
+    g = GraphBatches(**GRAPHS)
     assert g.batch_sizes == (128, 256, 384, 512)
     assert [g.rows(n) for n in (1, 128, 129, 300, 512, 513)] == [128, 128, 256, 384, 512, 513]
-    assert CudaGraphs(**{**GRAPHS, "padding": False}).rows(129) == 129
+    assert GraphBatches(**{**GRAPHS, "padding": False}).rows(129) == 129
 
 
 def _child(tmp_path, **fields) -> str:
@@ -45,6 +45,18 @@ def test_a_profile_with_a_base_holds_the_bases_constants_except_its_own(tmp_path
             == base.for_architecture("blackwell").value("allreduce_busbw_fraction"))
 
 
+def test_constants_carried_from_another_stack_take_the_inherited_grade(tmp_path):
+    """vllm-rocm is vLLM's constants on ROCm, unmeasured: every one at grade D with a source naming vllm, none of
+    vllm's per-architecture overrides or table timing (measured on NVIDIA GPUs), and its own fields kept."""
+    vllm, rocm = load_software("vllm"), load_software("vllm-rocm")
+    assert rocm.hbm_bandwidth_fraction.value == vllm.hbm_bandwidth_fraction.value
+    assert rocm.hbm_bandwidth_fraction.grade == "D" and "vllm" in rocm.hbm_bandwidth_fraction.source
+    assert vllm.overrides and not rocm.overrides and not rocm.table_timing and rocm.calibration is None
+    own = {"value": 0.3, "source": "test", "grade": "B"}
+    child = load_software(_child(tmp_path, inherited_grade="C", gemm_efficiency_max=own))
+    assert child.gemm_efficiency_max.grade == "B" and child.gemm_m_half.grade == "C"
+
+
 def test_an_unknown_base_names_the_profile_and_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"id": "bad", "name": "bad", "base": "no-such-engine"}))
@@ -56,7 +68,7 @@ def test_v5_1_is_the_current_kernels_with_its_own_moe_kernel_and_graphs():
     v51, now = load_software("trtllm-v5.1"), load_software("trtllm")
     assert v51.value("gemm_efficiency_fp4") == now.value("gemm_efficiency_fp4")
     assert v51.value("moe_efficiency_fp4") < now.value("moe_efficiency_fp4")
-    assert v51.cuda_graphs is not None and now.cuda_graphs is None
+    assert v51.graph_batches is not None and now.graph_batches is None
     assert v51.features.max_ep == 8
 
 
@@ -66,7 +78,7 @@ ADP = Deployment(tp=8, ep=8, attention_dp=True, weights="fp4", activations="fp4"
 
 
 def _models():
-    padded = load_software("trtllm").model_copy(update={"id": "padded", "cuda_graphs": CudaGraphs(**GRAPHS)})
+    padded = load_software("trtllm").model_copy(update={"id": "padded", "graph_batches": GraphBatches(**GRAPHS)})
     with software_overlay(padded):
         return StepCostModel(GB300, R1, ADP), StepCostModel(GB300, R1, ADP.model_copy(update={"software": "padded"}))
 

@@ -254,8 +254,8 @@ def _predict_alltoall(df: pd.DataFrame, mc: Machine, p: dict, alpha_s: float, im
     ep = df["ep_size"].to_numpy(float)
     sent = (df["num_tokens"].to_numpy(float) * df["topk"].to_numpy(float) * df["hidden_size"].to_numpy(float)
             * df["comm_dtype"].map(DTYPE_BYTES).to_numpy() * (ep - 1) / ep)
-    return (sent / (mc.hw.domain_bandwidth(ep - 1) * p["alltoall_efficiency"]) * imbalance + alpha_s * np.log2(ep)
-            + p["alltoall_kernel_us"] * 1e-6)
+    bw = mc.hw.domain_bandwidth(ep - 1, alltoall=True) * p["alltoall_efficiency"]
+    return sent / bw * imbalance + alpha_s * np.log2(ep) + p["alltoall_kernel_us"] * 1e-6
 
 
 # ---- the measured tables ---------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class DiffusionCost:
         self.attn_dtype = "bf16" if dep.activations == "bf16" else "fp8"
         self.tokens = model.latent_tokens(gen)
         inside = self.gpus <= hw.domain_gpus
-        self._bw = (hw.domain_bandwidth(self.gpus - 1) if inside else hw.scaleout_bandwidth) * \
+        self._bw = (hw.domain_bandwidth(self.gpus - 1, alltoall=True) if inside else hw.scaleout_bandwidth) * \
             sw.alltoall_efficiency.value
         self._alpha = (sw.nvlink_hop_latency_us.value if inside else hw.scaleout.latency_us.value) * 1e-6
         self.check_memory(source)

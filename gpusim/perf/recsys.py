@@ -46,7 +46,7 @@ class RecsysCost:
         hit = dep.embedding_cache_hit_rate
         self.hit_rate = DEFAULT_CACHE_HIT_RATE if hit is None else hit
         inside = self.gpus <= hw.domain_gpus
-        self._bw = (hw.domain_bandwidth(self.gpus - 1) if inside else hw.scaleout_bandwidth) * \
+        self._bw = (hw.domain_bandwidth(self.gpus - 1, alltoall=True) if inside else hw.scaleout_bandwidth) * \
             sw.alltoall_efficiency.value
         self._alpha = sw.alltoall_hop_latency_us.value * 1e-6 if inside else \
             sw.alltoall_scaleout_hop_latency_us.value * 1e-6

@@ -27,7 +27,7 @@ pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped 
 it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
 shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in m.
 
-CUDA graphs: where the profile captures only some decode batch sizes (`SoftwareProfile.cuda_graphs`), a step
+CUDA graphs: where the profile captures only some decode batch sizes (`SoftwareProfile.graph_batches`), a step
 that only generates runs padded to the next captured size per attention-DP rank (every rank to the busiest
 one's): the T-dependent ops, the LM head and MTP drafting compute the dummy rows, while the KV read stays the
 real sequences'.
@@ -113,7 +113,7 @@ class StepCostModel:
         self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
         self.timer: KernelTimer = timer(TimingContext(hardware, model, deployment, sw, self.ops, self.imbalance))
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
-        self._graphs = sw.cuda_graphs
+        self._graphs = sw.graph_batches
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._cache: dict[int, float] = {}
         """Seconds of the ops that see every token of the step, per token count T."""
@@ -211,7 +211,7 @@ class StepCostModel:
 
     def _graph_batch(self, b: BatchShape) -> BatchShape:
         """`b` as its kernels run it: a generation-only step padded to its CUDA graph's batch size per rank
-        (`CudaGraphs.rows`; host work stays with the real sequences)."""
+        (`GraphBatches.rows`; host work stays with the real sequences)."""
         if self._graphs is None or b.prefill_tokens or not b.decode_seqs:
             return b
         rank = b.attn_rank_seqs or -(-b.decode_seqs // self._dp)

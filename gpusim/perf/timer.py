@@ -190,7 +190,7 @@ class RooflineTimer:
             alpha = {"p2p": hw.nvlink.latency_us.value, "alltoall": sw.alltoall_hop_latency_us.value}.get(
                 c.kind, sw.nvlink_hop_latency_us.value)
             # a send/recv reaches one peer; a collective over n GPUs keeps its n - 1 peers' links busy
-            link_bw = hw.domain_bandwidth(1 if c.kind == "p2p" else c.group - 1)
+            link_bw = hw.domain_bandwidth(1 if c.kind == "p2p" else c.group - 1, alltoall=c.kind == "alltoall")
             bw = link_bw * (1.0 if c.kind == "p2p" else eff)
             if c.kind != "allreduce":
                 kernel = sw.value("alltoall_kernel_us") * 1e-6 if c.kind == "alltoall" else 0.0

@@ -39,6 +39,9 @@ class Topology:
     mesh_link_bw: float | None = None
     """A full-mesh domain (`FabricSpec.topology`): bytes/s per direction of the one link between two GPUs;
     None for a switched domain, where a GPU reaches any peer at `nvlink_bw`."""
+    torus_link_bw: float | None = None
+    """A torus domain: bytes/s per direction of one link between neighbours. Two instances' boxes meet face
+    to face, taken as one link per GPU of the smaller (`path`)."""
     _links: dict[tuple, Link] = field(default_factory=dict)
 
     @classmethod
@@ -50,6 +53,7 @@ class Topology:
             nvlink_bw=hw.nvlink_bandwidth, nvlink_latency=hw.nvlink.latency_us.value * 1e-6,
             nic_bw=hw.scaleout_bandwidth, scaleout_latency=(so.latency_us.value + FAT_TREE_HOPS * hop) * 1e-6,
             mesh_link_bw=hw.domain_bandwidth(1) if hw.nvlink.topology == "full_mesh" else None,
+            torus_link_bw=hw.domain_bandwidth(1) if hw.nvlink.topology == "torus" else None,
         )
 
     @property
@@ -112,12 +116,13 @@ class Topology:
         transfer below the GPUs' egress and ingress."""
         if src.domain == dst.domain:
             out, into = self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)
-            if self.mesh_link_bw is None:
+            if self.mesh_link_bw is None and self.torus_link_bw is None:
                 return (out, into), self.nvlink_latency
             key = ("mesh", src.first_gpu, dst.first_gpu)
             if key not in self._links:
-                self._links[key] = Link(f"mesh@{src.first_gpu}->{dst.first_gpu}",
-                                        self.mesh_link_bw * src.gpus * dst.gpus)
+                between = self.mesh_link_bw * src.gpus * dst.gpus if self.mesh_link_bw is not None else \
+                    self.torus_link_bw * min(src.gpus, dst.gpus)  # type: ignore[operator]
+                self._links[key] = Link(f"mesh@{src.first_gpu}->{dst.first_gpu}", between)
             return (out, self._links[key], into), self.nvlink_latency
         return (self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)), \
             self.scaleout_latency

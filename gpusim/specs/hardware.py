@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpusim.errors import InputError
+from gpusim.specs import torus
 from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_dir, shipped_root
 from gpusim.specs.loading import load_yaml_model
 from gpusim.specs.sourced import Sourced, non_negative, positive
@@ -60,12 +62,12 @@ class GpuSpec(_Spec):
 
 
 class FabricSpec(_Spec):
-    """An interconnect, per GPU: a scale-up fabric inside a domain (NVLink, AMD Infinity Fabric / xGMI) or a
-    scale-out NIC generation (InfiniBand, RDMA Ethernet)."""
+    """An interconnect, per GPU: a scale-up fabric inside a domain (NVLink, AMD Infinity Fabric / xGMI, UALink,
+    TPU ICI) or a scale-out NIC generation (InfiniBand, RDMA Ethernet)."""
 
     id: str
     name: str
-    kind: Literal["nvlink", "xgmi", "infiniband", "ethernet"]
+    kind: Literal["nvlink", "xgmi", "ualink", "ici", "infiniband", "ethernet"]
     """The technology, for the reader; the model reads `topology`, the rates and the latencies."""
     bandwidth_gbps_per_dir: Sourced
     """Per-GPU bandwidth in one direction, GB/s (bytes): on a full mesh, the sum of the GPU's `links`."""
@@ -75,25 +77,55 @@ class FabricSpec(_Spec):
     """Latency added per switch traversal (InfiniBand), microseconds."""
     sharp: bool = False
     """In-network reduction (NVLink SHARP / NVLS, InfiniBand SHARP) available."""
-    topology: Literal["switched", "full_mesh"] = "switched"
+    topology: Literal["switched", "full_mesh", "torus"] = "switched"
     """How a domain's GPUs reach each other. `switched` (NVSwitch): every GPU reaches any peer at its full
     bandwidth. `full_mesh` (an 8-GPU Infinity Fabric platform): one direct link per peer pair, each
     `bandwidth_gbps_per_dir / links`, so a GPU moves its full bandwidth only while it talks to `links` peers
-    at once (`Hardware.domain_bandwidth`)."""
+    at once. `torus` (TPU ICI): a link to each neighbour along each axis of `torus_dims`, so what a GPU moves
+    depends on the axes its group spans and on the pattern (`gpusim.specs.torus`; `Hardware.domain_bandwidth`)."""
     links: int | None = Field(None, ge=1, le=2**10)
-    """`full_mesh`: direct links per GPU, one to each peer (the domain may hold at most links + 1 GPUs)."""
+    """`full_mesh`: direct links per GPU, one to each peer (the domain may hold at most links + 1 GPUs).
+    `torus`: two per axis, one to each neighbour (derived from `torus_dims` where not given)."""
+    torus_dims: list[int] | None = None
+    """`torus`: the chips along each axis of the torus a domain is (4, 4, 4 for a TPU cube)."""
 
     _positive = field_validator("bandwidth_gbps_per_dir")(positive)
     _non_negative = field_validator("latency_us", "switch_latency_us")(non_negative)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _torus_links(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("topology") == "torus" and data.get("links") is None \
+                and isinstance(data.get("torus_dims"), list):
+            data = {**data, "links": 2 * len(data["torus_dims"])}
+        return data
 
     @model_validator(mode="after")
     def _mesh_links(self) -> FabricSpec:
         if self.topology == "full_mesh" and self.links is None:
             raise ValueError("links: a full_mesh fabric needs its links per GPU; valid: an integer >= 1")
         if self.topology == "switched" and self.links is not None:
-            raise ValueError("links: only a full_mesh fabric has links per GPU; valid: topology: full_mesh, or "
-                             "no links")
+            raise ValueError("links: only a full_mesh or torus fabric has links per GPU; valid: topology: "
+                             "full_mesh or torus, or no links")
+        if self.topology == "torus":
+            dims = self.torus_dims
+            if not dims or any(d < 1 for d in dims):
+                raise ValueError("torus_dims: a torus fabric needs the chips along each axis; valid: a list of "
+                                 "integers >= 1, e.g. [4, 4, 4]")
+            if self.links != 2 * len(dims):
+                raise ValueError(f"links: a {len(dims)}-axis torus has {2 * len(dims)} links per chip, one to "
+                                 f"each neighbour; valid: {2 * len(dims)} or no links")
+        elif self.torus_dims is not None:
+            raise ValueError("torus_dims: only a torus fabric has axes; valid: topology: torus, or no torus_dims")
         return self
+
+    def domain_gpus_max(self) -> int | None:
+        """The most GPUs one domain of this fabric connects (None: as many as the system has)."""
+        if self.topology == "full_mesh" and self.links is not None:
+            return self.links + 1
+        if self.topology == "torus" and self.torus_dims:
+            return math.prod(self.torus_dims)
+        return None
 
 
 KVTierName = Literal["host", "storage"]
@@ -217,15 +249,22 @@ class Hardware(_Spec):
         """Per-GPU, per-direction bytes/s of the domain's fabric (NVLink, Infinity Fabric), all links together."""
         return self.nvlink.bandwidth_gbps_per_dir.value * 1e9
 
-    def domain_bandwidth(self, peers: Num) -> Num:
+    def domain_bandwidth(self, peers: Num, alltoall: bool = False) -> Num:
         """Per-GPU, per-direction bytes/s a GPU moves while it sends to `peers` GPUs of its domain at once: a
         point-to-point transfer has 1, a collective over a group of n GPUs n - 1 (its ring or one-shot steps
         keep every peer's link busy). Switched: the full `nvlink_bandwidth` whatever the peers. Full mesh:
-        one link per peer, `nvlink_bandwidth / links` each, at most all `links`."""
+        one link per peer, `nvlink_bandwidth / links` each, at most all `links`. Torus: the links the group's
+        axes give a ring collective, or, for an `alltoall`, what the torus' bisection lets through
+        (`gpusim.specs.torus`)."""
         fabric = self.nvlink
         if fabric.topology == "switched" or fabric.links is None:
             return self.nvlink_bandwidth
-        return self.nvlink_bandwidth * np.clip(peers, 1, fabric.links) / fabric.links  # also a column of groups
+        per_link = self.nvlink_bandwidth / fabric.links
+        if fabric.topology == "full_mesh":
+            return per_link * np.clip(peers, 1, fabric.links)  # also a column of groups
+        dims, rate = fabric.torus_dims or [], torus.alltoall_links if alltoall else torus.ring_links
+        links = np.vectorize(lambda p: rate(dims, int(p) + 1), otypes=[float])(peers)
+        return per_link * (float(links) if np.ndim(links) == 0 else links)
 
     @property
     def scaleout_bandwidth(self) -> float:
@@ -292,10 +331,13 @@ def load_hardware(name: str, systems: int = 1, oversubscription: float = 1.0) ->
         raise InputError("command line", "oversubscription", f"must be >= 1, got {oversubscription}")
     sys_spec = load_system(name)
     nvlink = load_fabric(sys_spec.nvlink, sys_spec.id)
-    if nvlink.links is not None and sys_spec.nvlink_domain_gpus > nvlink.links + 1:
+    most = nvlink.domain_gpus_max()
+    if most is not None and sys_spec.nvlink_domain_gpus > most:
+        how = f"a {'x'.join(map(str, nvlink.torus_dims or []))} torus" if nvlink.topology == "torus" else \
+            f"{nvlink.links} links per GPU, fully connected"
         raise InputError(str(resolve("systems", name, "command line", "hardware")), "nvlink_domain_gpus",
-                         f"{sys_spec.nvlink_domain_gpus} GPUs cannot be fully connected by {nvlink.id}'s "
-                         f"{nvlink.links} links per GPU; valid: at most {nvlink.links + 1}")
+                         f"{sys_spec.nvlink_domain_gpus} GPUs do not fit {nvlink.id}'s domain ({how}); "
+                         f"valid: at most {most}")
     return Hardware(
         system=sys_spec,
         gpu=load_gpu(sys_spec.gpu, sys_spec.id),

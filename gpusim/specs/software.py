@@ -141,8 +141,9 @@ class ServingFeatures(BaseModel):
         return None
 
 
-class CudaGraphs(BaseModel):
-    """The decode batch sizes an engine captures as CUDA graphs, and whether it pads to them. A step that only
+class GraphBatches(BaseModel):
+    """The decode batch sizes an engine runs as captured graphs (CUDA graphs; XLA's compiled shapes on TPU), and
+    whether it pads to them. A step that only
     generates runs the graph of the smallest captured size that holds its busiest attention-DP rank's
     sequences: padded to that size, the GEMMs, experts, collectives and LM head compute the dummy rows too
     (their attention reads next to nothing). A batch above the largest size runs without a graph, unpadded,
@@ -181,6 +182,9 @@ class SoftwareProfile(BaseModel):
     """The profile this one derives from: its constants and settings hold except where this file states its
     own. A constant stated at the top level holds on every architecture, replacing the base's overrides of
     it, unless this file's own `overrides` say otherwise."""
+    inherited_grade: Grade | None = None
+    """With `base`: the constants this file takes from its base were measured on another stack and are carried
+    over unmeasured, so each takes this grade and a source that says so (vLLM's constants on ROCm or TPU)."""
     hbm_bandwidth_fraction: Sourced
     """Achievable fraction of peak HBM bandwidth for weight/activation streaming (memory-bound ops)."""
     hbm_bandwidth_fraction_fp4: Sourced | None = None
@@ -284,8 +288,8 @@ class SoftwareProfile(BaseModel):
     default: none). Absent: the generation has none."""
     features: ServingFeatures = ServingFeatures()
     """The serving features this generation runs (`ServingFeatures`)."""
-    cuda_graphs: CudaGraphs | None = None
-    """The decode batch sizes captured as CUDA graphs and padded to (`CudaGraphs`); absent: every size."""
+    graph_batches: GraphBatches | None = None
+    """The decode batch sizes captured as graphs and padded to (`GraphBatches`); absent: every size."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
@@ -305,12 +309,28 @@ class SoftwareProfile(BaseModel):
             return data
         own = dict(data)
         base = load_software(str(own["base"]), f"software profile {own.get('id', '?')}, field base")
-        merged = base.model_dump(exclude_none=True, exclude={"id", "name", "base", "source"})
+        merged = base.model_dump(exclude_none=True, exclude={"id", "name", "base", "source", "inherited_grade"})
+        if own.get("inherited_grade"):
+            merged = cls._carried(merged, base.id, str(own["inherited_grade"]))
         overrides = {arch: {k: v for k, v in over.items() if k not in own}
                      for arch, over in merged.get("overrides", {}).items()}
         for arch, over in (own.pop("overrides", None) or {}).items():
             overrides[arch] = {**overrides.get(arch, {}), **over}
         return {**merged, **own, "overrides": {a: o for a, o in overrides.items() if o}}
+
+    @staticmethod
+    def _carried(merged: dict, base: str, grade: str) -> dict:
+        """The base's top-level constants carried over at `grade`; its per-architecture overrides, table timing
+        and calibration (measured on the base's own stack) are left behind."""
+        out = {k: v for k, v in merged.items()
+               if k not in ("overrides", "table_timing", "table_calibration", "calibration")}
+        for name in CONSTANTS:
+            if name in out:
+                c = out[name]
+                out[name] = {"value": c["value"], "grade": grade,
+                             "source": f"assumed: {base}'s value, grade {c['grade']} there ({c['source']})",
+                             "note": f"not measured on this stack; {base}'s constant is carried over unchanged"}
+        return out
 
     @model_validator(mode="after")
     def _check(self) -> SoftwareProfile:
@@ -409,5 +429,5 @@ def software_overlay(*profiles: SoftwareProfile) -> Iterator[None]:
         _OVERLAY.update(saved)
 
 
-__all__ = ["CONSTANTS", "DEFAULTS", "CudaGraphs", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
+__all__ = ["CONSTANTS", "DEFAULTS", "GraphBatches", "KvMemory", "OfferedAdpBalance", "SoftwareProfile", "load_software",
            "overlaid", "reload_software", "software_names", "software_overlay"]
