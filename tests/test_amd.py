@@ -123,24 +123,30 @@ def test_pipeline_send_on_a_full_mesh_crosses_one_link():
     assert comm(toy("switched"), Deployment(pp=2), "pp_send_recv") == pytest.approx(1.292571e-6)
 
 
-def test_kv_transfer_between_two_one_gpu_instances_takes_their_one_link():
-    """A 76.8 MB KV cache from GPU 0 to GPU 1 of the MI355X platform: the pair's link carries 76.8 GB/s, so
-    1.000 ms after the 0.6 us hop latency; two GPUs sending to GPU 1 at once share its 537.6 GB/s ingress
-    only through their own links, so each still takes 1.000 ms (+ 0.6 us)."""
-    topo = Topology.from_hardware(load_hardware("mi355x-platform"))
-    a, b, c = (Placement(g, 1, 0, 0) for g in (0, 1, 2))
+def finish_times(topo: Topology, sends: dict[str, tuple[Placement, Placement]], size: float) -> dict[str, float]:
+    """When each named transfer of `size` bytes (source, destination), all started at once, ends."""
     env = simpy.Environment()
     fabric = Fabric(env)
     done: dict[str, float] = {}
 
     def send(name: str, src: Placement, dst: Placement):
         links, latency = topo.path(src, dst)
-        yield fabric.transfer(links, 76.8e6, latency)
+        yield fabric.transfer(links, size, latency)
         done[name] = env.now
 
-    env.process(send("a", a, b))
-    env.process(send("c", c, b))
+    for name, (src, dst) in sends.items():
+        env.process(send(name, src, dst))
     env.run()
+    return done
+
+
+def test_kv_transfer_between_two_one_gpu_instances_takes_their_one_link():
+    """A 76.8 MB KV cache from GPU 0 to GPU 1 of the MI355X platform: the pair's link carries 76.8 GB/s, so
+    1.000 ms after the 0.6 us hop latency; two GPUs sending to GPU 1 at once share its 537.6 GB/s ingress
+    only through their own links, so each still takes 1.000 ms (+ 0.6 us)."""
+    topo = Topology.from_hardware(load_hardware("mi355x-platform"))
+    a, b, c = (Placement(g, 1, 0, 0) for g in (0, 1, 2))
+    done = finish_times(topo, {"a": (a, b), "c": (c, b)}, 76.8e6)
     assert done["a"] == pytest.approx(1.0006e-3) and done["c"] == pytest.approx(1.0006e-3)
 
 

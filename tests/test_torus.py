@@ -8,11 +8,9 @@ back from the code under test.
 from __future__ import annotations
 
 import pytest
-import simpy
-from test_amd import S, comm
+from test_amd import S, comm, finish_times
 
 from gpusim.perf.collectives import allreduce_time, alltoall_time
-from gpusim.sim.fabric import Fabric
 from gpusim.sim.topology import Placement, Topology
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import FabricSpec, GpuSpec, Hardware, SystemSpec
@@ -90,19 +88,9 @@ def test_tp_allreduce_in_the_step_uses_the_groups_axes():
 def test_a_kv_transfer_between_neighbouring_instances_crosses_their_face():
     """Two 4-chip instances (one axis each) meet on 4 links of 100 GB/s: 40 MB takes 40e6 / 400e9 = 100 us
     after the 1 us hop; between two 1-chip instances, one link: 40e6 / 100e9 = 400 us + 1 us."""
-    topo = Topology.from_hardware(toy_torus())
-    env = simpy.Environment()
-    fabric = Fabric(env)
-    done: dict[str, float] = {}
-
-    def send(name: str, src: Placement, dst: Placement):
-        links, latency = topo.path(src, dst)
-        yield fabric.transfer(links, 40e6, latency)
-        done[name] = env.now
-
-    env.process(send("fours", Placement(0, 4, 0, 0), Placement(4, 4, 0, 0)))
-    env.process(send("ones", Placement(8, 1, 0, 0), Placement(9, 1, 0, 0)))
-    env.run()
+    done = finish_times(Topology.from_hardware(toy_torus()),
+                        {"fours": (Placement(0, 4, 0, 0), Placement(4, 4, 0, 0)),
+                         "ones": (Placement(8, 1, 0, 0), Placement(9, 1, 0, 0))}, 40e6)
     assert done["fours"] == pytest.approx(101e-6) and done["ones"] == pytest.approx(401e-6)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpusim.errors import InputError
@@ -36,12 +37,10 @@ class Topology:
     """Per GPU, per direction, between systems (after the fat tree's oversubscription), bytes/s."""
     scaleout_latency: float = 5e-6
     """One-way latency across the fat tree (NICs and switch hops)."""
-    mesh_link_bw: float | None = None
-    """A full-mesh domain (`FabricSpec.topology`): bytes/s per direction of the one link between two GPUs;
-    None for a switched domain, where a GPU reaches any peer at `nvlink_bw`."""
-    torus_link_bw: float | None = None
-    """A torus domain: bytes/s per direction of one link between neighbours. Two instances' boxes meet face
-    to face, taken as one link per GPU of the smaller (`path`)."""
+    links_between: Callable[[int, int], float] | None = None
+    """A domain of direct links (full mesh, torus): bytes/s per direction of the links joining two instances of
+    so many GPUs each (`Hardware.links_between`); None for a switched domain, where a GPU reaches any peer at
+    `nvlink_bw`."""
     _links: dict[tuple, Link] = field(default_factory=dict)
 
     @classmethod
@@ -52,8 +51,7 @@ class Topology:
             systems=hw.systems, gpus_per_system=hw.system.gpus, domain_gpus=hw.domain_gpus,
             nvlink_bw=hw.nvlink_bandwidth, nvlink_latency=hw.nvlink.latency_us.value * 1e-6,
             nic_bw=hw.scaleout_bandwidth, scaleout_latency=(so.latency_us.value + FAT_TREE_HOPS * hop) * 1e-6,
-            mesh_link_bw=hw.domain_bandwidth(1) if hw.nvlink.topology == "full_mesh" else None,
-            torus_link_bw=hw.domain_bandwidth(1) if hw.nvlink.topology == "torus" else None,
+            links_between=None if hw.nvlink.topology == "switched" else hw.links_between,
         )
 
     @property
@@ -116,13 +114,12 @@ class Topology:
         transfer below the GPUs' egress and ingress."""
         if src.domain == dst.domain:
             out, into = self._link("nvl_out", src, self.nvlink_bw), self._link("nvl_in", dst, self.nvlink_bw)
-            if self.mesh_link_bw is None and self.torus_link_bw is None:
+            if self.links_between is None:
                 return (out, into), self.nvlink_latency
             key = ("mesh", src.first_gpu, dst.first_gpu)
             if key not in self._links:
-                between = self.mesh_link_bw * src.gpus * dst.gpus if self.mesh_link_bw is not None else \
-                    self.torus_link_bw * min(src.gpus, dst.gpus)  # type: ignore[operator]
-                self._links[key] = Link(f"mesh@{src.first_gpu}->{dst.first_gpu}", between)
+                self._links[key] = Link(f"mesh@{src.first_gpu}->{dst.first_gpu}",
+                                        self.links_between(src.gpus, dst.gpus))
             return (out, self._links[key], into), self.nvlink_latency
         return (self._link("nic_out", src, self.nic_bw), self._link("nic_in", dst, self.nic_bw)), \
             self.scaleout_latency

@@ -266,6 +266,12 @@ class Hardware(_Spec):
         links = np.vectorize(lambda p: rate(dims, int(p) + 1), otypes=[float])(peers)
         return per_link * (float(links) if np.ndim(links) == 0 else links)
 
+    def links_between(self, src_gpus: int, dst_gpus: int) -> float:
+        """Bytes/s per direction of the direct links joining two instances of one domain: on a full mesh one link
+        per pair of their GPUs; on a torus their boxes meet face to face, one link per GPU of the smaller."""
+        pairs = src_gpus * dst_gpus if self.nvlink.topology == "full_mesh" else min(src_gpus, dst_gpus)
+        return self.domain_bandwidth(1) * pairs
+
     @property
     def scaleout_bandwidth(self) -> float:
         """Per-GPU, per-direction scale-out bytes/s between systems (NIC rate over the oversubscription)."""
