@@ -23,10 +23,12 @@ GPUS = all_profiles()["gpus"]
 FABRICS = all_profiles()["fabrics"]
 
 EXPECTED_SYSTEMS = {"h100-hgx", "h200-hgx", "b200-hgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72", "vr-nvl72",
-                    "jetson-agx-thor", "mi355x-platform"}
-EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin", "thor", "mi355x"}
+                    "jetson-agx-thor", "mi355x-platform", "helios-mi455x", "tpu7x-cube"}
+EXPECTED_GPUS = {"h100-sxm", "h200-sxm", "b200", "gb200", "blackwell-ultra", "gb300", "rubin", "thor", "mi355x",
+                 "mi455x", "tpu7x"}
 EXPECTED_FABRICS = {"nvlink4", "nvlink5", "nvlink6", "cx7-400g", "cx8-800g", "cx9-1600g", "thor-soc", "eth-4x25g",
-                    "xgmi-mi350", "pollara-400g"}
+                    "xgmi-mi350", "pollara-400g", "ualink-helios", "vulcano-800g", "ici-tpu7x", "dcn-tpu7x"}
+NO_FP4 = {"hopper", "tpu7"}  # no FP4 tensor path: Hopper, and TPU7x's MXU (FP8 x FP8 at most)
 
 # our GPU id -> the id in ../shared/reference/hardware_specs.yaml
 REFERENCE_GPU_IDS = {
@@ -69,7 +71,7 @@ def test_every_system_loads_with_its_gpu_and_fabrics(name):
     assert hw.gpu.id == hw.system.gpu in GPUS
     assert hw.nvlink.id == hw.system.nvlink in FABRICS
     assert hw.scaleout.id == hw.system.scaleout in FABRICS
-    assert hw.nvlink.kind in {"nvlink", "xgmi"}  # scale-up: NVLink or AMD Infinity Fabric
+    assert hw.nvlink.kind in {"nvlink", "xgmi", "ualink", "ici"}  # scale-up: NVLink, Infinity Fabric, UALink, ICI
     assert hw.scaleout.kind in {"infiniband", "ethernet"}
     # the GPU's own links are the ones the system uses
     assert hw.gpu.nvlink == hw.system.nvlink
@@ -79,9 +81,10 @@ def test_every_system_loads_with_its_gpu_and_fabrics(name):
         assert (hw.system.gpus, hw.domain_gpus) == (8, 8)
     elif hw.system.form_factor == "edge":
         assert (hw.system.gpus, hw.domain_gpus) == (1, 1)
-    else:
+    elif hw.system.cpu in {"grace", "vera"}:  # NVL72: one Grace or Vera per two GPUs
         assert (hw.system.gpus, hw.domain_gpus, hw.system.cpus) == (72, 72, 36)
-        assert hw.system.cpu in {"grace", "vera"}
+    else:  # another vendor's rack-scale domain: one domain, a host per 4 GPUs (Helios' trays, TPU7x's VMs)
+        assert hw.system.gpus == hw.domain_gpus and hw.system.cpus * 4 == hw.system.gpus
     assert load_hardware(name, systems=4).num_gpus == 4 * hw.system.gpus
 
 
@@ -132,10 +135,11 @@ def test_dense_tflops_ordering(name):
         assert t["fp4"] >= t["fp8"]
 
 
-def test_hopper_has_no_fp4():
+def test_hopper_and_tpu_have_no_fp4():
     for name in GPUS:
         gpu = load_gpu(name)
-        assert ("fp4" in gpu.dense_tflops) == (gpu.architecture != "hopper"), name
+        assert ("fp4" in gpu.dense_tflops) == (gpu.architecture not in NO_FP4), name
+    assert not load_hardware("tpu7x-cube").supports("fp4")
     hw = load_hardware("h100-hgx")
     assert not hw.supports("fp4")
     assert hw.peak_flops("fp4") == hw.peak_flops("fp8") == 1979e12

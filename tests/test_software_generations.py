@@ -106,3 +106,35 @@ def test_a_generation_step_computes_its_padded_rows_and_reads_its_real_kv():
     mixed = BatchShape(prefill_tokens=900, prefill_attn_pairs=900 * 451.0, prefill_seqs=1, decode_seqs=1040,
                        decode_context=1040 * 2000.0, attn_rank_seqs=130, attn_rank_context=130 * 2000.0)
     assert padded.step_time(mixed) == pytest.approx(plain.step_time(mixed))
+
+
+def test_compiled_token_counts_pad_a_step_with_prompt_tokens():
+    """XLA runs compiled shapes only (vLLM TPU): a step of 900 prompt tokens and 100 generating sequences (1,000
+    tokens) runs its GEMMs, experts and collectives at the next compiled count, 1,024, as a step of 924 prompt
+    tokens would, while its attention and LM head see the real 900 tokens and 101 rows. A generation-only step
+    is padded by its sequences, not its tokens."""
+    g = GraphBatches(**{**GRAPHS, "token_sizes": [4096, 1024, 2048]})
+    assert g.token_sizes == (1024, 2048, 4096)
+    assert [g.tokens(n) for n in (1, 1000, 1024, 1025, 5000)] == [1024, 1024, 1024, 2048, 5000]
+    assert GraphBatches(**GRAPHS).tokens(1000) == 1000  # CUDA engines: no token padding
+
+    tp = Deployment(tp=8, ep=8, weights="fp4", activations="fp4", kv_cache="fp8")
+    xla = load_software("trtllm").model_copy(update={"id": "xla", "graph_batches": g})
+    with software_overlay(xla):
+        plain = StepCostModel(GB300, R1, tp)
+        padded = StepCostModel(GB300, R1, tp.model_copy(update={"software": "xla"}))
+
+    def mixed(prompt: int) -> BatchShape:
+        return BatchShape(prefill_tokens=prompt, prefill_attn_pairs=900 * 451.0, prefill_seqs=1, decode_seqs=100,
+                          decode_context=100 * 2000.0)
+
+    got, real, as_1024 = padded.breakdown(mixed(900)).by_op, plain.breakdown(mixed(900)).by_op, plain.breakdown(
+        mixed(924)).by_op
+    per_token = set(got) - {"attention_prefill", "attention_decode", "lm_head", "step_overhead", "host"}
+    assert per_token and any(got[op] > real[op] for op in per_token)
+    for op in per_token:
+        assert got[op] == pytest.approx(as_1024[op]), op
+    for op in ("attention_prefill", "attention_decode", "lm_head"):
+        assert got[op] == pytest.approx(real[op]), op
+    assert padded.step_time(mixed(900)) == pytest.approx(padded.breakdown(mixed(900)).total_s)
+    assert padded.step_time(mixed(924)) == pytest.approx(plain.step_time(mixed(924)))  # 1,024: compiled as it is

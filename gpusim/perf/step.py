@@ -30,7 +30,8 @@ shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in 
 CUDA graphs: where the profile captures only some decode batch sizes (`SoftwareProfile.graph_batches`), a step
 that only generates runs padded to the next captured size per attention-DP rank (every rank to the busiest
 one's): the T-dependent ops, the LM head and MTP drafting compute the dummy rows, while the KV read stays the
-real sequences'.
+real sequences'. An engine that compiles every shape (XLA) also pads a step with prompt tokens to its next
+compiled token count (`GraphBatches.token_sizes`): the T-dependent ops compute the dummy tokens.
 
 Pipeline parallelism: the stages run one after another for one batch (the step is the sum of the
 stages plus pp − 1 activation transfers); micro-batch pipelining across steps is not modelled yet.
@@ -209,6 +210,21 @@ class StepCostModel:
         prefill = self._busiest(b.prefill_tokens, b.prefill_seqs or self._dp)
         return max(1, math.ceil(prefill + b.decode_seqs * self._verify / self._dp - 1e-9))
 
+    def _step_tokens(self, b: BatchShape) -> tuple[int, int]:
+        """Tokens the T-dependent ops compute, on the instance and on its busiest attention-DP rank: a step with
+        prompt tokens padded to the engine's next compiled token count (`GraphBatches.tokens`), the rank's
+        share growing with it."""
+        t = b.prefill_tokens + b.decode_seqs * self._verify
+        if t <= 0:
+            return 0, 0
+        rank_t = self._rank_tokens(b, t)
+        if self._graphs is not None and b.prefill_tokens:
+            padded = self._graphs.tokens(t)
+            if padded != t:
+                rank_t = -(-rank_t * padded // t)
+                t = padded
+        return t, rank_t
+
     def _graph_batch(self, b: BatchShape) -> BatchShape:
         """`b` as its kernels run it: a generation-only step padded to its CUDA graph's batch size per rank
         (`GraphBatches.rows`; host work stays with the real sequences)."""
@@ -225,10 +241,9 @@ class StepCostModel:
         """Seconds for one step of one instance (hot path: a dict lookup and a few float operations)."""
         seqs = b.decode_seqs + b.prefill_seqs
         b = self._graph_batch(b)
-        t = b.prefill_tokens + b.decode_seqs * self._verify
+        t, rank_t = self._step_tokens(b)
         if t <= 0:
             return 0.0
-        rank_t = self._rank_tokens(b, t)
         s = self._gpu_time(b, t, rank_t)
         if self._joules:
             s = max(s, self._step_joules(b, t, rank_t) / self._power_w)
@@ -331,13 +346,12 @@ class StepCostModel:
         total = self.step_time(b)
         host = self._host_time(b.decode_seqs + b.prefill_seqs)
         b = self._graph_batch(b)
-        t = b.prefill_tokens + b.decode_seqs * self._verify
+        t, rank_t = self._step_tokens(b)
         if t <= 0:
             return StepBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, {})
         parts = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
         by_op: dict[str, float] = {}
         launches = 0.0
-        rank_t = self._rank_tokens(b, t)
         items = self._token_items(t, rank_t)
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:

@@ -154,21 +154,36 @@ class GraphBatches(BaseModel):
     batch_sizes: tuple[int, ...] = Field(min_length=1)
     """Captured sizes, sequences per attention-DP rank (per instance without attention DP)."""
     padding: bool = True
+    token_sizes: tuple[int, ...] | None = None
+    """Compiled token counts for steps with prompt tokens in them, per instance: an engine that compiles every
+    step's shape (XLA on TPU: vLLM TPU pads a step's scheduled tokens to the next power of two) runs such a step
+    padded to the next size, its GEMMs, experts and collectives computing the dummy tokens (attention and the
+    LM head see the real ones). Absent: steps with prompt tokens run unpadded (CUDA engines)."""
     source: str
     grade: Grade
 
-    @field_validator("batch_sizes")
+    @field_validator("batch_sizes", "token_sizes")
     @classmethod
-    def _sorted(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        if min(sizes) < 1:
-            raise ValueError(f"batch sizes must be at least 1, got {min(sizes)}")
+    def _sorted(cls, sizes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if sizes is None:
+            return None
+        if not sizes or min(sizes) < 1:
+            raise ValueError(f"sizes must be at least 1, got {list(sizes)}")
         return tuple(sorted(set(sizes)))
 
     def rows(self, seqs: int) -> int:
         """Sequences a generation-only step of `seqs` (per rank) computes: the next captured size, if padding."""
-        if not self.padding or seqs > self.batch_sizes[-1]:
-            return seqs
-        return next(s for s in self.batch_sizes if s >= seqs)
+        return self._padded(self.batch_sizes, seqs)
+
+    def tokens(self, tokens: int) -> int:
+        """Tokens a step with prompt tokens computes: the next compiled token count, if the engine has them."""
+        return self._padded(self.token_sizes, tokens) if self.token_sizes else tokens
+
+    def _padded(self, sizes: tuple[int, ...], n: int) -> int:
+        """`n` padded to the next of `sizes`; unpadded without padding or above the largest size."""
+        if not self.padding or n > sizes[-1]:
+            return n
+        return next(s for s in sizes if s >= n)
 
 
 class SoftwareProfile(BaseModel):
