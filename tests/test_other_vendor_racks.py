@@ -1,0 +1,114 @@
+"""Racks beyond NVIDIA's: AMD Helios (72x MI455X, UALink over Ethernet) and a Google TPU7x cube (64 chips on a
+4x4x4 ICI torus). Their fabrics against hand-worked collective times from the published link rates, a short
+end-to-end run of each on its own serving stack, their grades on show, and clean errors for broken copies.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_amd import drop
+
+from gpusim.cli import main
+from gpusim.perf.collectives import allreduce_time, alltoall_time
+from gpusim.specs.catalog import clear_cache
+from gpusim.specs.hardware import load_hardware
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- the fabrics, by hand ---------------------------------------------------------------------------------
+def test_tpu7x_ici_collectives_by_hand():
+    """Google: 1.2 TB/s of ICI per chip both ways over six links, 100 GB/s a link each way.
+    - TP8 all-reduce of 80 MB: 8 chips fill a wrapped axis of 4 and a line of 2, 3 links, 300 GB/s:
+      2 · 7/8 · 80e6 / 300e9 = 466.67 us;
+    - TP4 (one wrapped axis, 2 links, 200 GB/s): 2 · 3/4 · 80e6 / 200e9 = 600 us;
+    - EP64 all-to-all over the whole cube of 1,000 tokens × 8 experts × 7,168 × 1 B (57.344 MB per chip):
+      63/64 of it leaves the chip; the cube's bisection lets (63/64) / (1/2) = 1.96875 links' worth through,
+      196.875 GB/s: 57.344e6 · 63/64 / 196.875e9 = 286.72 us."""
+    hw = load_hardware("tpu7x-cube")
+    assert (hw.nvlink.topology, hw.nvlink.torus_dims, hw.nvlink.links) == ("torus", [4, 4, 4], 6)
+    assert allreduce_time(80e6, 8, hw.domain_bandwidth(7), 0.0) == pytest.approx(466.667e-6, rel=1e-5)
+    assert allreduce_time(80e6, 4, hw.domain_bandwidth(3), 0.0) == pytest.approx(600e-6)
+    ep = hw.domain_bandwidth(63, alltoall=True)
+    assert alltoall_time(1000, 8, 7168, 1, 64, ep, 0.0) == pytest.approx(286.72e-6)
+
+
+def test_helios_is_switched_every_peer_at_the_full_1_8_tb_per_s():
+    """AMD: 3.6 TB/s per GPU both ways through 12 UALoE switches, one hop: 1.8 TB/s each way to any number of
+    peers. An all-reduce of 80 MB over 8 GPUs: 2 · 7/8 · 80e6 / 1.8e12 = 77.78 us; over 72: 2 · 71/72 · ... =
+    87.65 us (only the ring's share grows)."""
+    hw = load_hardware("helios-mi455x")
+    assert hw.domain_bandwidth(1) == hw.domain_bandwidth(71) == pytest.approx(1.8e12)
+    assert allreduce_time(80e6, 8, hw.domain_bandwidth(7), 0.0) == pytest.approx(77.778e-6, rel=1e-4)
+    assert allreduce_time(80e6, 72, hw.domain_bandwidth(71), 0.0) == pytest.approx(87.654e-6, rel=1e-4)
+
+
+# ---- end to end -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("system", "gpus", "software"), [("helios-mi455x", 72, "vllm-rocm"),
+                                                           ("tpu7x-cube", 64, "vllm-tpu")])
+def test_each_rack_runs_end_to_end_on_its_own_stack(capsys, system, gpus, software):
+    code = main(["run", "--hardware", system, "--benchmark", "llama2-70b", "--scenario", "offline",
+                 "--samples", "300", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["num_gpus"] == gpus and summary["completed_requests"] == 300
+    assert summary["output_tokens_per_s"] > 0
+    deployment = json.dumps(summary["deployment"])
+    assert software in deployment
+    if system == "tpu7x-cube":  # no FP4 path on the MXU: the rule deployment serves FP8 weights
+        assert '"weights": "fp8"' in deployment
+
+
+@pytest.mark.parametrize("system", ["helios-mi455x", "tpu7x-cube"])
+def test_show_hardware_prints_every_grade(capsys, system):
+    assert main(["show", "hardware", system]) == 0
+    out = capsys.readouterr().out
+    assert "grade: D" in out and "grade: A" in out
+
+
+# ---- loading errors ---------------------------------------------------------------------------------------
+@pytest.fixture
+def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `GPUSIM_PATH` folder whose copies shadow the shipped TPU7x and Helios profiles."""
+    for kind, names in (("systems", ("tpu7x-cube", "helios-mi455x")), ("gpus", ("tpu7x", "mi455x")),
+                        ("fabrics", ("ici-tpu7x", "ualink-helios"))):
+        (tmp_path / kind).mkdir()
+        for name in names:
+            shutil.copy(REPO / "hardware_profiles" / kind / f"{name}.yaml", tmp_path / kind)
+    monkeypatch.setenv("GPUSIM_PATH", str(tmp_path))
+    clear_cache()
+    yield tmp_path
+    clear_cache()
+
+
+def one_line_error(capsys, system: str) -> str:
+    code = main(["run", "--hardware", system, "--benchmark", "llama2-70b", "--samples", "20"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize(("system", "kind", "name", "field"), [
+    ("tpu7x-cube", "fabrics", "ici-tpu7x", "torus_dims"),
+    ("tpu7x-cube", "gpus", "tpu7x", "hbm_bandwidth_tbps"),
+    ("helios-mi455x", "fabrics", "ualink-helios", "bandwidth_gbps_per_dir"),
+    ("helios-mi455x", "gpus", "mi455x", "dense_tflops"),
+])
+def test_an_incomplete_profile_is_one_line_naming_file_and_field(lab, capsys, system, kind, name, field):
+    drop(lab / kind / f"{name}.yaml", field)
+    err = one_line_error(capsys, system)
+    assert f"{name}.yaml" in err and field in err
+
+
+def test_a_cube_larger_than_its_torus_is_refused(lab, capsys):
+    system = lab / "systems" / "tpu7x-cube.yaml"
+    two_cubes = system.read_text().replace("gpus: 64\nnvlink_domain_gpus: 64", "gpus: 128\nnvlink_domain_gpus: 128")
+    system.write_text(two_cubes)
+    err = one_line_error(capsys, "tpu7x-cube")
+    assert "tpu7x-cube.yaml" in err and "nvlink_domain_gpus" in err and "64" in err
