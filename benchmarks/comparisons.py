@@ -1,13 +1,15 @@
-"""Generation comparisons on the searched default deployments, beside published ratios (compare only).
+"""Generation and vendor comparisons on the searched default deployments, beside published ratios (compare only).
 
-    python benchmarks/comparisons.py [reference/mlperf_calibration.csv] [--out docs/comparisons.md]
+    python benchmarks/comparisons.py [reference/mlperf_calibration.csv] [--other reference/mlperf_other_vendors.csv]
+        [--out docs/comparisons.md]
 
 Reads the shipped searched defaults (`hardware_profiles/defaults/`, written by `gpusim defaults --write`: each
 entry is the deployment search's winner at 2,400 s with the v6 TensorRT-LLM profile) and writes one page:
 each system's deployment and tokens/s per GPU per model and scenario, what each search cost in full-length
 runs of its winner, and the per-GPU ratios between generations beside the ratio of the published medians
 (over submitters, per system) of the same round. Published results only ever appear in the comparison
-column: no prediction reads them.
+column: no prediction reads them. A second section sets other vendors' systems (AMD Instinct, Google TPU) beside
+NVIDIA's, each on its own serving stack and with the evidence grade of its key numbers.
 """
 
 from __future__ import annotations
@@ -18,26 +20,30 @@ from pathlib import Path
 
 from gpusim.analysis.published import RowUnsupported, map_row
 from gpusim.defaults import read_defaults
-from gpusim.specs.hardware import system_names
+from gpusim.specs.hardware import load_hardware, system_names
 from gpusim.validate.csvfile import read_checked_csv
-from gpusim.validate.datasets import MLPERF_CSV, cited
+from gpusim.validate.datasets import MLPERF_CSV, OTHER_VENDORS_CSV, cited
 
 PAIRS = (("b300-hgx", "b200-hgx"), ("gb300-nvl72", "gb200-nvl72"), ("gb300-nvl72", "b300-hgx"),
          ("vr-nvl72", "gb300-nvl72"), ("b200-hgx", "h200-hgx"), ("h200-hgx", "h100-hgx"))
 """Generations side by side, and GB300 beside B300: the same Blackwell Ultra die at 1,400 W and 1,100 W with a
 Grace or an x86 host, so their published ratio shows what the die alone does not."""
+CROSS_VENDOR = (("mi355x-platform", "b200-hgx"), ("mi355x-platform", "b300-hgx"), ("helios-mi455x", "gb300-nvl72"),
+                ("helios-mi455x", "vr-nvl72"), ("tpu7x-cube", "gb300-nvl72"), ("tpu7x-cube", "helios-mi455x"))
+"""Another vendor's system beside the NVIDIA one it is sold against (and the two rack-scale challengers)."""
 MODELS = {"deepseek-r1": "deepseek-r1", "gpt-oss-120b": "gpt-oss-120b", "llama2-70b": "llama2-70b"}
 ROUND = "v6.1"
 TOLERANCE = 0.10
 """The issue's target: a predicted generation ratio within 10% of the published one."""
 
 
-def published_medians(csv: Path) -> dict[tuple[str, str, str], float]:
+def published_medians(*csvs: Path) -> dict[tuple[str, str, str], float]:
     """Median tokens/s per GPU over the round's submitters, per (hardware, benchmark, scenario)."""
-    table = read_checked_csv(csv, {"round", "accelerator", "num_accelerators", "benchmark", "scenario", "value",
-                                   "unit"}, "a published-results CSV")
+    records = [r for csv in csvs for r in read_checked_csv(
+        csv, {"round", "accelerator", "num_accelerators", "benchmark", "scenario", "value", "unit"},
+        "a published-results CSV").to_dict("records")]
     by: dict[tuple[str, str, str], list[float]] = {}
-    for r in table.to_dict("records"):
+    for r in records:
         try:
             row = map_row(r)
         except RowUnsupported:
@@ -47,9 +53,9 @@ def published_medians(csv: Path) -> dict[tuple[str, str, str], float]:
     return {k: statistics.median(v) for k, v in by.items()}
 
 
-def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, float | None]]:
-    """(tokens/s per GPU, deployment, search cost in runs, peak QPS per GPU) per (system, model, scenario)
-    from the defaults."""
+def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, float | None, str]]:
+    """(tokens/s per GPU, deployment, search cost in runs, peak QPS per GPU, software) per (system, model,
+    scenario) from the defaults."""
     out = {}
     for system in system_names():
         table = read_defaults(system)
@@ -57,21 +63,61 @@ def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, fl
             for scenario, e in by.items():
                 cost = e.search_wall_s / e.run_wall_s if e.search_wall_s and e.run_wall_s else None
                 peak = e.peak_qps / e.searched_gpus if e.peak_qps else None
-                out[(system, model, scenario)] = (e.tokens_per_s_per_gpu, e.deployment.name, cost, peak)
+                out[(system, model, scenario)] = (e.tokens_per_s_per_gpu, e.deployment.name, cost, peak,
+                                                  table.software)
     return out
 
 
-def page(csv: Path) -> str:
-    pub, pred = published_medians(csv), predicted()
+def evidence(system: str) -> str:
+    """The grades of what sets a system's speed: dense FLOPS, HBM bandwidth, scale-up bandwidth (worst of each)."""
+    hw = load_hardware(system)
+    flops = max(s.grade for s in hw.gpu.dense_tflops.values())
+    return f"FLOPS {flops}, HBM {hw.gpu.hbm_bandwidth_tbps.grade}, scale-up {hw.nvlink.bandwidth_gbps_per_dir.grade}"
+
+
+def cross_vendor(pub: dict[tuple[str, str, str], float],
+                 pred: dict[tuple[str, str, str], tuple[float, str, float | None, float | None, str]]) -> list[str]:
+    """The cross-vendor section: each pair's per-GPU ratio with both sides' deployment, stack and grades."""
+    systems = sorted({s for pair in CROSS_VENDOR for s in pair})
+    lines = ["", "## Across vendors", "",
+             "Other vendors' systems on the same questions, each on its own searched deployment and serving stack "
+             "(the stack its vendor's submissions or recipes use; `software` in the system profile). Their stacks "
+             "are not measured: `vllm-rocm` and `vllm-tpu` carry vLLM's constants at grade D (docs/own-hardware.md), "
+             "so a ratio here says what the hardware numbers and the modelled mechanisms give (FLOPS per precision, "
+             "HBM, the scale-up fabric's topology, TPU7x's lack of FP4, XLA's compiled-shape padding), not what "
+             "each vendor's software reaches. Grades: A datasheet, B derived from one, C secondary report, D assumed.",
+             "", "| system | stack | evidence (worst grade) |", "|---|---|---|"]
+    stacks = {s: p[4] for (s, _, _), p in pred.items()}
+    lines += [f"| {s} | {stacks.get(s, '-')} | {evidence(s)} |" for s in systems]
+    lines += ["", "| ratio | model | scenario | deployment (first) | deployment (second) | predicted | published "
+              "| predicted / published |", "|---|---|---|---|---|---|---|---|"]
+    for a, b in CROSS_VENDOR:
+        for model in MODELS:
+            for scenario in ("offline", "server"):
+                pa, pb = pred.get((a, model, scenario)), pred.get((b, model, scenario))
+                if pa is None or pb is None:
+                    continue
+                qa, qb = pub.get((a, model, scenario)), pub.get((b, model, scenario))
+                published = qa / qb if qa and qb else None
+                ratio = pa[0] / pb[0]
+                lines.append(f"| {a} / {b} | {model} | {scenario} | {pa[1]} ({pa[4]}) | {pb[1]} ({pb[4]}) | "
+                             f"{ratio:.2f} | {'-' if published is None else f'{published:.2f}'} | "
+                             f"{'-' if published is None else f'{ratio / published:.2f}'} |")
+    return lines
+
+
+def page(csv: Path, other: Path) -> str:
+    pub, pred = published_medians(csv, other), predicted()
     lines = ["# Generation comparisons on searched deployments", "",
-             f"Written by `python benchmarks/comparisons.py {cited(csv)}`. Predicted: the searched default of each "
-             "system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s runs, TensorRT-LLM v6 "
-             f"profile), tokens/s per GPU as LoadGen reports it. Published: the median over {ROUND} submitters "
+             f"Written by `python benchmarks/comparisons.py {cited(csv)} --other {cited(other)}`. Predicted: the "
+             "searched default of each system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s "
+             "runs, on the system's own serving stack: TensorRT-LLM v6 on NVIDIA's), tokens/s per GPU as LoadGen "
+             f"reports it. Published: the median over {ROUND} submitters "
              "of each system (compare only).", "",
              "## Each system's searched deployment", "",
              "| system | model | scenario | deployment | tokens/s/GPU | search cost (runs of its winner) |",
              "|---|---|---|---|---|---|"]
-    for (system, model, scenario), (tps, name, cost, _) in sorted(pred.items()):
+    for (system, model, scenario), (tps, name, cost, _, _) in sorted(pred.items()):
         lines.append(f"| {system} | {model} | {scenario} | {name} | {tps:,.0f} | "
                      f"{'-' if cost is None else f'{cost:.1f}'} |")
     lines += ["", "## Per-GPU ratios between generations", "",
@@ -105,16 +151,18 @@ def page(csv: Path) -> str:
                              f"{'-' if published is None else f'{published:.2f}'} | "
                              f"{'-' if rel is None else f'{rel:.2f}'} | "
                              f"{'-' if rel is None else ('yes' if abs(rel - 1) <= TOLERANCE else 'no')} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + cross_vendor(pub, pred)) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("published", type=Path, nargs="?", default=MLPERF_CSV,
                     help="CSV shaped like mlperf_calibration.csv (default: the repository's reference/ copy)")
+    ap.add_argument("--other", type=Path, default=OTHER_VENDORS_CSV,
+                    help="other vendors' published results, shaped alike (default: the repository's reference/ copy)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "comparisons.md")
     args = ap.parse_args()
-    text = page(args.published)
+    text = page(args.published, args.other)
     args.out.write_text(text)
     print(f"wrote {args.out}")
 

@@ -112,3 +112,27 @@ def test_a_cube_larger_than_its_torus_is_refused(lab, capsys):
     system.write_text(two_cubes)
     err = one_line_error(capsys, "tpu7x-cube")
     assert "tpu7x-cube.yaml" in err and "nvlink_domain_gpus" in err and "64" in err
+
+
+# ---- the cross-vendor table (docs/comparisons.md) ---------------------------------------------------------
+def test_the_cross_vendor_table_names_both_sides_and_divides_published_medians(benchmark_script, tmp_path):
+    """AMD's 8x MI355X Llama 2 70B Offline (106,517 tokens/s: 13,314.6 per GPU) against two invented B200 rows
+    of 12,000 and 14,000 per GPU (median 13,000): published ratio 13,314.6 / 13,000 = 1.02; predicted 9,000 /
+    10,000 = 0.90; 0.90 / 1.0242 = 0.88. Each side's deployment and stack is named."""
+    cmp = benchmark_script("comparisons")
+    nvidia = tmp_path / "nvidia.csv"
+    head = "round,submitter,system,accelerator,num_accelerators,benchmark,scenario,metric,value,unit,software,source"
+    rows = [f"v6.1,X,{s},NVIDIA B200,8,llama2-70b-99.9,Offline,throughput,{v},tokens/s,trt,test"
+            for s, v in (("a", 96000), ("b", 112000))]
+    nvidia.write_text("\n".join([head, *rows]) + "\n")
+    pub = cmp.published_medians(nvidia, REPO / "reference" / "mlperf_other_vendors.csv")
+    assert pub[("mi355x-platform", "llama2-70b", "offline")] == pytest.approx(106517 / 8)
+    assert pub[("b200-hgx", "llama2-70b", "offline")] == pytest.approx(13000)
+    pred = {("mi355x-platform", "llama2-70b", "offline"): (9000.0, "amd-dep", None, None, "vllm-rocm"),
+            ("b200-hgx", "llama2-70b", "offline"): (10000.0, "nv-dep", None, None, "trtllm")}
+    lines = cmp.cross_vendor(pub, pred)
+    row = next(line for line in lines if line.startswith("| mi355x-platform / b200-hgx"))
+    assert row == ("| mi355x-platform / b200-hgx | llama2-70b | offline | amd-dep (vllm-rocm) | nv-dep (trtllm) | "
+                   "0.90 | 1.02 | 0.88 |")
+    assert not any(line.startswith("| mi355x-platform / b300-hgx") for line in lines)  # no B300 prediction given
+    assert any(line.startswith("| tpu7x-cube | ") and "FLOPS A" in line for line in lines)

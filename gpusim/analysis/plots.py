@@ -188,14 +188,10 @@ def generations(df: pd.DataFrame, _: Path) -> Figure:
 
 
 def key_grade(hardware: str) -> str:
-    """The weakest evidence grade among a system's key numbers: dense FLOPS, the softmax's exponential rate, HBM
-    capacity and bandwidth, and the tensor cores' energy per FLOP where the power limit is modelled."""
+    """The weakest evidence grade among a system's key numbers (`GpuSpec.key_grade`)."""
     from gpusim.specs.hardware import load_hardware
 
-    gpu = load_hardware(hardware).gpu
-    exp = (gpu.exp_tera_per_s,) if gpu.exp_tera_per_s is not None else ()
-    return max(s.grade for s in (*gpu.dense_tflops.values(), *gpu.tensor_pj_per_flop.values(), *exp,
-                                 gpu.hbm_capacity_gib, gpu.hbm_bandwidth_tbps))
+    return load_hardware(hardware).gpu.key_grade()
 
 
 def _graded(hardware: str) -> str:

@@ -12,7 +12,7 @@ from gpusim.errors import InputError
 from gpusim.specs import torus
 from gpusim.specs.catalog import is_path, load_ref, names, resolve, shipped_dir, shipped_root
 from gpusim.specs.loading import load_yaml_model
-from gpusim.specs.sourced import Sourced, non_negative, positive
+from gpusim.specs.sourced import Grade, Sourced, non_negative, positive
 
 Num = TypeVar("Num", int, float, np.ndarray)
 
@@ -52,6 +52,13 @@ class GpuSpec(_Spec):
     cannot draw more than the TDP (`perf.step`: the power limit); absent, the power limit is not modelled."""
 
     _positive = field_validator("hbm_capacity_gib", "hbm_bandwidth_tbps", "tdp_w", "exp_tera_per_s")(positive)
+
+    def key_grade(self) -> Grade:
+        """The weakest evidence grade among the numbers that set its speed: dense FLOPS, the softmax's exponential
+        rate, HBM capacity and bandwidth, and the energy per FLOP where the power limit is modelled."""
+        exp = (self.exp_tera_per_s,) if self.exp_tera_per_s is not None else ()
+        return max(s.grade for s in (*self.dense_tflops.values(), *self.tensor_pj_per_flop.values(), *exp,
+                                     self.hbm_capacity_gib, self.hbm_bandwidth_tbps))
 
     @field_validator("dense_tflops", "tensor_pj_per_flop")
     @classmethod

@@ -12,10 +12,15 @@ MLPERF_CSV = Path(__file__).resolve().parents[2] / "reference" / "mlperf_calibra
 kept out of the package: an installed gpusim is given the file's path)."""
 
 
+OTHER_VENDORS_CSV = MLPERF_CSV.with_name("mlperf_other_vendors.csv")
+"""Published MLPerf results of other vendors' systems (AMD Instinct): validation only, never calibrated on."""
+
+
 def cited(csv: Path) -> str:
-    """How a page or profile names a published-results file: the repository's own path for the shipped one, else
+    """How a page or profile names a published-results file: the repository's own path for a shipped one, else
     the file's name (never a path outside the repository)."""
-    return "reference/mlperf_calibration.csv" if csv.resolve() == MLPERF_CSV else csv.name
+    shipped = csv.resolve() in (MLPERF_CSV, OTHER_VENDORS_CSV)
+    return f"reference/{csv.name}" if shipped else csv.name
 
 
 def silicon_sample() -> Path | None:
