@@ -130,9 +130,9 @@ def test_the_cross_vendor_table_names_both_sides_and_divides_published_medians(b
     assert pub[("b200-hgx", "llama2-70b", "offline")] == pytest.approx(13000)
     pred = {("mi355x-platform", "llama2-70b", "offline"): (9000.0, "amd-dep", None, None, "vllm-rocm"),
             ("b200-hgx", "llama2-70b", "offline"): (10000.0, "nv-dep", None, None, "trtllm")}
-    lines = cmp.cross_vendor(pub, pred)
+    lines = cmp.cross_vendor(pub, pred, {("mi355x-platform", "b200-hgx", "llama2-70b"): 1.25})
     row = next(line for line in lines if line.startswith("| mi355x-platform / b200-hgx"))
     assert row == ("| mi355x-platform / b200-hgx | llama2-70b | offline | amd-dep (vllm-rocm) | nv-dep (trtllm) | "
-                   "0.90 | 1.02 | 0.88 |")
+                   "0.90 | 1.25 | 1.02 | 0.88 |")
     assert not any(line.startswith("| mi355x-platform / b300-hgx") for line in lines)  # no B300 prediction given
     assert any(line.startswith("| tpu7x-cube | ") and "FLOPS A" in line for line in lines)
