@@ -88,9 +88,11 @@ def compare(sides: list[Side], same_deployment: bool = False, workers: int = 1) 
     if len(sides) < 2:
         raise InputError("command line", "sides", "give at least two systems or experiment files to compare")
     setups = [setup_for(sides[0].spec, sides[0].source, workers)]
-    held = setups[0].deployment
-    if isinstance(held, Deployment):  # the same instances, as many as each side's hardware holds
-        held = held.model_copy(update={"instances": None})
+    first = setups[0].deployment
+    # every field stated, so that no side fills one in from its own default (a searched default stores only the
+    # fields that differ from Deployment's defaults); the same instances, as many as each side's hardware holds
+    held = type(first).model_validate(first.model_dump() | ({"instances": None} if isinstance(first, Deployment)
+                                                            else {}))
     for side in sides[1:]:
         spec = side.spec.model_copy(update={"deployment": held}) if same_deployment else side.spec
         setups.append(setup_for(spec, side.source, workers))

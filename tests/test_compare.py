@@ -45,6 +45,20 @@ def test_a_held_deployment_is_a_what_if_diff_that_names_the_change_and_times_the
     assert c["sides"][1]["deployment_origin"].startswith("fallback")
 
 
+def test_a_held_deployment_keeps_the_fields_it_has_by_default():
+    """The TPU7x cube's searched Llama 2 default is FP8 TP1 at 8,192 tokens per step, all of which are Deployment's
+    defaults (its defaults file stores only the batch cap, stack and frontend); B200's own default is FP4 at 2,048.
+    Held, the B200 side runs the TPU's deployment field for field, not its own default's precision or budget."""
+    from gpusim.compare import Side, compare
+    from gpusim.specs.experiment import RunSpec
+
+    sides = [Side(h, RunSpec(hardware=h, benchmark="llama2-70b", scenario="offline", samples=200), "test")
+             for h in ("tpu7x-cube", "b200-hgx")]
+    first, second = (s.deployment for s in compare(sides, same_deployment=True).setups)
+    assert (second.weights, second.activations, second.max_num_tokens) == ("fp8", "fp8", 8192)
+    assert second.model_dump() == first.model_copy(update={"instances": None}).model_dump()
+
+
 @pytest.mark.parametrize("args, words", [
     (["b200-hgx"], "sides: give at least two"),
     (["b200-hgx", "b200-hgx"], "sides: two sides have the same name"),
