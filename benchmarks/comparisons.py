@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from gpusim.analysis.published import RowUnsupported, map_row
 from gpusim.compare import Side, compare
@@ -59,9 +61,53 @@ def published_medians(*csvs: Path) -> dict[tuple[str, str, str], float]:
     return {k: statistics.median(v) for k, v in by.items()}
 
 
-def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, float | None, str]]:
-    """(tokens/s per GPU, deployment, search cost in runs, peak QPS per GPU, software) per (system, model,
-    scenario) from the defaults."""
+Key = tuple[str, str, str]
+"""(system, model, scenario)."""
+
+
+class Predicted(NamedTuple):
+    """One searched default: tokens/s per GPU, its deployment and stack, what the search cost in runs of its
+    winner, and its peak valid QPS per GPU (Server)."""
+
+    tokens_per_s_per_gpu: float
+    deployment: str
+    cost: float | None
+    peak_qps_per_gpu: float | None
+    software: str
+
+
+class Ratio(NamedTuple):
+    """Two systems' searched defaults on one model and scenario, and their ratios, predicted and published."""
+
+    a: str
+    b: str
+    model: str
+    scenario: str
+    pa: Predicted
+    pb: Predicted
+    predicted: float
+    published: float | None
+
+
+def ratios(pairs: tuple[tuple[str, str], ...], pred: dict[Key, Predicted], pub: dict[Key, float]) -> Iterator[Ratio]:
+    """Every pair, model and scenario that both systems have a searched default for."""
+    for a, b in pairs:
+        for model in MODELS:
+            for scenario in ("offline", "server"):
+                pa, pb = pred.get((a, model, scenario)), pred.get((b, model, scenario))
+                if pa is None or pb is None:
+                    continue
+                qa, qb = pub.get((a, model, scenario)), pub.get((b, model, scenario))
+                yield Ratio(a, b, model, scenario, pa, pb, pa.tokens_per_s_per_gpu / pb.tokens_per_s_per_gpu,
+                            qa / qb if qa and qb else None)
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def predicted() -> dict[Key, Predicted]:
+    """Each shipped system's searched defaults, per (system, model, scenario)."""
     out = {}
     for system in system_names():
         table = read_defaults(system)
@@ -69,8 +115,8 @@ def predicted() -> dict[tuple[str, str, str], tuple[float, str, float | None, fl
             for scenario, e in by.items():
                 cost = e.search_wall_s / e.run_wall_s if e.search_wall_s and e.run_wall_s else None
                 peak = e.peak_qps / e.searched_gpus if e.peak_qps else None
-                out[(system, model, scenario)] = (e.tokens_per_s_per_gpu, e.deployment.name, cost, peak,
-                                                  table.software)
+                out[(system, model, scenario)] = Predicted(e.tokens_per_s_per_gpu, e.deployment.name, cost, peak,
+                                                           table.software)
     return out
 
 
@@ -94,16 +140,14 @@ def held_ratio(pair_model: tuple[str, str, str]) -> float | None:
     return 1 / ratio if ratio else None
 
 
-def held_ratios(workers: int) -> dict[tuple[str, str, str], float | None]:
+def held_ratios(workers: int) -> dict[Key, float | None]:
     """`held_ratio` for every cross-vendor pair and model, `workers` at once."""
     keys = [(a, b, m) for a, b in CROSS_VENDOR for m in MODELS]
     with ProcessPoolExecutor(workers) as pool:
         return dict(zip(keys, pool.map(held_ratio, keys), strict=True))
 
 
-def cross_vendor(pub: dict[tuple[str, str, str], float],
-                 pred: dict[tuple[str, str, str], tuple[float, str, float | None, float | None, str]],
-                 held: dict[tuple[str, str, str], float | None]) -> list[str]:
+def cross_vendor(pub: dict[Key, float], pred: dict[Key, Predicted], held: dict[Key, float | None]) -> list[str]:
     """The cross-vendor section: each pair's per-GPU ratio with both sides' deployment, stack and grades, and the
     ratio with the deployment and stack held (`held`, Offline)."""
     systems = sorted({s for pair in CROSS_VENDOR for s in pair})
@@ -120,24 +164,16 @@ def cross_vendor(pub: dict[tuple[str, str, str], float],
              "--same-deployment`, steady tokens/s per GPU over a converged run), so only the hardware differs; "
              "'-' where that deployment does not fit the second system.",
              "", "| system | stack | evidence (worst grade) |", "|---|---|---|"]
-    stacks = {s: p[4] for (s, _, _), p in pred.items()}
+    stacks = {s: p.software for (s, _, _), p in pred.items()}
     lines += [f"| {s} | {stacks.get(s, '-')} | {evidence(s)} |" for s in systems]
     lines += ["", "| ratio | model | scenario | deployment (first) | deployment (second) | predicted | held "
               "| published | predicted / published |", "|---|---|---|---|---|---|---|---|---|"]
-    for a, b in CROSS_VENDOR:
-        for model in MODELS:
-            for scenario in ("offline", "server"):
-                pa, pb = pred.get((a, model, scenario)), pred.get((b, model, scenario))
-                if pa is None or pb is None:
-                    continue
-                qa, qb = pub.get((a, model, scenario)), pub.get((b, model, scenario))
-                published = qa / qb if qa and qb else None
-                ratio = pa[0] / pb[0]
-                same = held.get((a, b, model)) if scenario == "offline" else None
-                lines.append(f"| {a} / {b} | {model} | {scenario} | {pa[1]} ({pa[4]}) | {pb[1]} ({pb[4]}) | "
-                             f"{ratio:.2f} | {'-' if same is None else f'{same:.2f}'} | "
-                             f"{'-' if published is None else f'{published:.2f}'} | "
-                             f"{'-' if published is None else f'{ratio / published:.2f}'} |")
+    for r in ratios(CROSS_VENDOR, pred, pub):
+        same = held.get((r.a, r.b, r.model)) if r.scenario == "offline" else None
+        rel = r.predicted / r.published if r.published else None
+        lines.append(f"| {r.a} / {r.b} | {r.model} | {r.scenario} | {r.pa.deployment} ({r.pa.software}) | "
+                     f"{r.pb.deployment} ({r.pb.software}) | {r.predicted:.2f} | {_f(same)} | {_f(r.published)} | "
+                     f"{_f(rel)} |")
     return lines
 
 
@@ -152,9 +188,9 @@ def page(csv: Path, other: Path, workers: int = 2) -> str:
              "## Each system's searched deployment", "",
              "| system | model | scenario | deployment | tokens/s/GPU | search cost (runs of its winner) |",
              "|---|---|---|---|---|---|"]
-    for (system, model, scenario), (tps, name, cost, _, _) in sorted(pred.items()):
-        lines.append(f"| {system} | {model} | {scenario} | {name} | {tps:,.0f} | "
-                     f"{'-' if cost is None else f'{cost:.1f}'} |")
+    for (system, model, scenario), p in sorted(pred.items()):
+        lines.append(f"| {system} | {model} | {scenario} | {p.deployment} | {p.tokens_per_s_per_gpu:,.0f} | "
+                     f"{'-' if p.cost is None else f'{p.cost:.1f}'} |")
     lines += ["", "## Per-GPU ratios between generations", "",
               "The ratios come from the GPU profiles (dense rates per precision, the softmax's exponential rate in "
               "prompt attention (docs/design.md, *Prompt attention*), HBM capacity and bandwidth, NVLink and NIC "
@@ -171,21 +207,12 @@ def page(csv: Path, other: Path, workers: int = 2) -> str:
               "| ratio | model | scenario | predicted | peak QPS ratio | published | predicted / published "
               "| within 10% |",
               "|---|---|---|---|---|---|---|---|"]
-    for a, b in PAIRS:
-        for model in MODELS:
-            for scenario in ("offline", "server"):
-                pa, pb = pred.get((a, model, scenario)), pred.get((b, model, scenario))
-                if pa is None or pb is None:
-                    continue
-                ratio = pa[0] / pb[0]
-                peaks = f"{pa[3] / pb[3]:.2f}" if pa[3] and pb[3] else "-"
-                qa, qb = pub.get((a, model, scenario)), pub.get((b, model, scenario))
-                published = qa / qb if qa and qb else None
-                rel = ratio / published if published else None
-                lines.append(f"| {a} / {b} | {model} | {scenario} | {ratio:.2f} | {peaks} | "
-                             f"{'-' if published is None else f'{published:.2f}'} | "
-                             f"{'-' if rel is None else f'{rel:.2f}'} | "
-                             f"{'-' if rel is None else ('yes' if abs(rel - 1) <= TOLERANCE else 'no')} |")
+    for r in ratios(PAIRS, pred, pub):
+        qa, qb = r.pa.peak_qps_per_gpu, r.pb.peak_qps_per_gpu
+        rel = r.predicted / r.published if r.published else None
+        lines.append(f"| {r.a} / {r.b} | {r.model} | {r.scenario} | {r.predicted:.2f} | "
+                     f"{_f(qa / qb if qa and qb else None)} | {_f(r.published)} | {_f(rel)} | "
+                     f"{'-' if rel is None else ('yes' if abs(rel - 1) <= TOLERANCE else 'no')} |")
     return "\n".join(lines + cross_vendor(pub, pred, held_ratios(workers))) + "\n"
 
 

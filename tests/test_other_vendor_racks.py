@@ -128,8 +128,8 @@ def test_the_cross_vendor_table_names_both_sides_and_divides_published_medians(b
     pub = cmp.published_medians(nvidia, REPO / "reference" / "mlperf_other_vendors.csv")
     assert pub[("mi355x-platform", "llama2-70b", "offline")] == pytest.approx(106517 / 8)
     assert pub[("b200-hgx", "llama2-70b", "offline")] == pytest.approx(13000)
-    pred = {("mi355x-platform", "llama2-70b", "offline"): (9000.0, "amd-dep", None, None, "vllm-rocm"),
-            ("b200-hgx", "llama2-70b", "offline"): (10000.0, "nv-dep", None, None, "trtllm")}
+    pred = {("mi355x-platform", "llama2-70b", "offline"): cmp.Predicted(9000.0, "amd-dep", None, None, "vllm-rocm"),
+            ("b200-hgx", "llama2-70b", "offline"): cmp.Predicted(10000.0, "nv-dep", None, None, "trtllm")}
     lines = cmp.cross_vendor(pub, pred, {("mi355x-platform", "b200-hgx", "llama2-70b"): 1.25})
     row = next(line for line in lines if line.startswith("| mi355x-platform / b200-hgx"))
     assert row == ("| mi355x-platform / b200-hgx | llama2-70b | offline | amd-dep (vllm-rocm) | nv-dep (trtllm) | "
