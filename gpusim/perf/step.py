@@ -115,6 +115,8 @@ class StepCostModel:
         self.timer: KernelTimer = timer(TimingContext(hardware, model, deployment, sw, self.ops, self.imbalance))
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
         self._graphs = sw.graph_batches
+        self._pads_tokens = self._graphs is not None and self._graphs.token_sizes is not None
+        """Steps with prompt tokens pad to a compiled token count (XLA); False on CUDA engines."""
         self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._cache: dict[int, float] = {}
         """Seconds of the ops that see every token of the step, per token count T."""
@@ -218,7 +220,7 @@ class StepCostModel:
         if t <= 0:
             return 0, 0
         rank_t = self._rank_tokens(b, t)
-        if self._graphs is not None and b.prefill_tokens:
+        if self._pads_tokens and b.prefill_tokens:
             padded = self._graphs.tokens(t)
             if padded != t:
                 rank_t = -(-rank_t * padded // t)
