@@ -125,3 +125,24 @@ def test_figures_draw_steady_rates_only_where_every_run_turned_over():
     short = runs.assign(steady_turned_over=[True, False])
     rate, _, steady = plotted_rate(short)
     assert not steady and rate.tolist() == [100.0, 200.0]
+
+
+def test_scaling_draws_each_layout_against_its_own_smallest_size():
+    """Replicas of an aggregated deployment and disaggregated pools on the same racks are two curves: the
+    layout that is slower per rack but pools better across racks keeps its own efficiency (worked by hand)."""
+    from gpusim.analysis.plots import scaling_efficiency
+
+    runs = pd.DataFrame({"hardware": "gb300-nvl72", "benchmark": "deepseek-r1", "scenario": "server",
+                         "systems": [1, 2, 4, 1, 2, 4], "num_gpus": [72, 144, 288] * 2,
+                         "output_tokens_per_s": [100.0, 200.0, 400.0, 80.0, 168.0, 320.0],
+                         "deployment.mode": ["aggregated"] * 3 + ["disaggregated"] * 3})
+    curves = dict(scaling_efficiency(runs))
+    assert set(curves) == {"gb300-nvl72 deepseek-r1 server aggregated",
+                           "gb300-nvl72 deepseek-r1 server disaggregated"}
+    assert curves["gb300-nvl72 deepseek-r1 server aggregated"]["efficiency"].tolist() == [1.0, 1.0, 1.0]
+    disagg = curves["gb300-nvl72 deepseek-r1 server disaggregated"]
+    assert disagg["ideal"].tolist() == [80.0, 160.0, 320.0]
+    assert disagg["efficiency"].tolist() == pytest.approx([1.0, 1.05, 1.0])
+    # one layout only: the label is the system, benchmark and scenario, as before
+    (label, _), = scaling_efficiency(runs.iloc[:3])
+    assert label == "gb300-nvl72 deepseek-r1 server"

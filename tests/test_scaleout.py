@@ -111,3 +111,25 @@ def test_a_kv_cache_moved_to_the_other_rack_crosses_infiniband_by_hand():
     by_hand = latency + setup.software_ms("handoff_overhead_ms") + setup.model.kv_bytes(1001, 1) / (
         8 * hw.scaleout_bandwidth)
     assert cluster.records.kv_transfer_s[0] == pytest.approx(by_hand, rel=1e-6)  # NVLink's rate would be 9x
+
+
+def test_the_scaling_experiment_shares_disaggregated_pools_across_racks():
+    """experiments/scaling-gb300-deepseek-r1.yaml runs, beside the replicas, a layout whose pools span the racks:
+    on every size each rack holds one DEP56 decode instance and two DEP8 prefill instances, and the router may send
+    a KV cache to any decode instance, so a prefill on one rack feeds a decode on another over InfiniBand."""
+    from pathlib import Path
+
+    from gpusim.build import prepare
+    from gpusim.loadgen.workload import Workload
+    from gpusim.sweep import apply_deployment, load_sweep
+
+    path = Path(__file__).resolve().parents[1] / "experiments" / "scaling-gb300-deepseek-r1.yaml"
+    points = [p for p in load_sweep(path).points() if p.params.get("deployment") and p.spec.scenario == "offline"]
+    assert sorted(p.spec.systems for p in points) == [1, 2, 3, 4]
+    for p in points:
+        dep = apply_deployment(p.spec, p.deployment, p.source)
+        assert dep.mode == "disaggregated" and dep.router == "least_loaded"
+        cluster = prepare("gb300-nvl72", "deepseek-r1", p.spec.systems, dep).cluster(
+            Workload.create([0.0], [100], [2]))
+        per_rack = [sorted(pl.gpus for pl in cluster.placement if pl.system == s) for s in range(p.spec.systems)]
+        assert per_rack == [[8, 8, 56]] * p.spec.systems

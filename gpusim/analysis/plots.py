@@ -119,26 +119,42 @@ def plotted_rate(df: pd.DataFrame) -> tuple[pd.Series, str, bool]:
     return (df["steady_output_tokens_per_s"].astype(float) if steady else values), unit, steady
 
 
+SERIES = ["hardware", "benchmark", "scenario", "deployment.mode"]
+"""What makes one scaling curve: a system, a benchmark, a scenario and the deployment's layout (replicas of an
+aggregated deployment against disaggregated pools that may cross racks)."""
+
+
+def scaling_efficiency(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Each curve of `SERIES` (a column missing is one value) with, per size, its best run: `num_gpus`, the
+    rate (`output_tokens_per_s`), `ideal` (linear from the curve's smallest size) and `efficiency` =
+    rate(N) / (N/N0 · rate(N0)), N systems. The label names the layout only where the curves differ in it."""
+    keys = [k for k in SERIES if k in df]
+    shown = [i for i, k in enumerate(keys) if k != "deployment.mode" or df[k].nunique(dropna=False) > 1]
+    out = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        best = g.sort_values("output_tokens_per_s").groupby("systems").last().sort_index()
+        n0, tps0 = best.index[0], best["output_tokens_per_s"].iloc[0]
+        best = best.assign(ideal=tps0 * best.index.to_numpy() / n0)
+        best = best.assign(efficiency=best["output_tokens_per_s"] / best["ideal"])
+        out.append((" ".join(str(key[i]) for i in shown), best))
+    return out
+
+
 def scaling(df: pd.DataFrame, _: Path) -> Figure:
-    """Tokens/s and scaling efficiency vs GPUs; efficiency = tps(N) / (N/N0 · tps(N0)), N systems, of the rate
-    `plotted_rate` picks."""
+    """Tokens/s and scaling efficiency vs GPUs per curve of `scaling_efficiency`, of the rate `plotted_rate`
+    picks."""
     df = ok_rows(df)
     values, unit, steady = plotted_rate(df)
     df = df.assign(output_tokens_per_s=values)
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     effs = [1.0]
-    groups = df.groupby(["hardware", "benchmark", "scenario"], sort=True)
-    for i, ((hw, bench, scen), g) in enumerate(groups):
-        best = g.sort_values("output_tokens_per_s").groupby("systems").last().sort_index()
-        n0, tps0 = best.index[0], best["output_tokens_per_s"].iloc[0]
-        gpus, tps = best["num_gpus"].to_numpy(), best["output_tokens_per_s"].to_numpy()
-        ideal = tps0 * best.index.to_numpy() / n0
-        eff = tps / ideal
+    for i, (label, best) in enumerate(scaling_efficiency(df)):
+        gpus, tps, eff = best["num_gpus"].to_numpy(), best["output_tokens_per_s"].to_numpy(), best["efficiency"]
         effs.extend(eff)
-        (line,) = left.plot(gpus, tps, "o-", label=f"{hw} {bench} {scen}")
-        left.plot(gpus, ideal, ":", color=line.get_color(), alpha=0.7)
-        right.plot(gpus, eff, "o-", color=line.get_color(), label=f"{hw} {bench} {scen}")
+        (line,) = left.plot(gpus, tps, "o-", label=label)
+        left.plot(gpus, best["ideal"], ":", color=line.get_color(), alpha=0.7)
+        right.plot(gpus, eff, "o-", color=line.get_color(), label=label)
         for x, e in zip(gpus, eff, strict=True):  # alternate above and below so groups do not collide
             right.annotate(f"{e:.3f}", (x, e), textcoords="offset points", xytext=(0, 7 if i % 2 == 0 else -13),
                            ha="center", fontsize=8, color=line.get_color())
