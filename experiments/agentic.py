@@ -108,7 +108,8 @@ def best_of(hw: str) -> dict:
 
 CONTEXTS = (16_384, 32_768, 65_536, 131_072)
 NEW_TOKENS = 3_000
-"""A call's uncached tokens (a tool result and the previous answer), prefilled over its cached context."""
+"""A call's uncached tokens (a tool result, and what of the previous answer did not fill a whole cached block),
+prefilled over its cached context."""
 DECODE_SEQS = 64
 
 
@@ -193,8 +194,9 @@ def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growt
         " ends), answers of about 530 tokens, a tool call of about 5 s between calls (grade D: no measured tool times"
         " are published as text), and now and then three sub-agents of 8 calls each over contexts of their own, whose"
         " answers the main agent's next call waits for (SemiAnalysis AgentX, grade C). Sessions start as a Poisson "
-        "process. The engine keeps each call's prompt blocks in its prefix cache; the router sends a call where its "
-        "context lives unless that instance is busier than the context is worth (`kv_aware`).",
+        "process. The engine keeps each call's full blocks, its prompt's and its answer's, in its prefix cache (as "
+        "vLLM caches generated tokens' blocks too); the router sends a call where its context lives unless that "
+        "instance is busier than the context is worth (`kv_aware`).",
         "",
         "Run it yourself: a few seconds of sessions on one rack, then a trace of two sessions written by hand "
         "(gpusim's session trace format: one JSON object per LLM call, `session`, `call`, `agent` (default 0; an "

@@ -105,6 +105,30 @@ def test_host_offload_brings_evicted_context_back_instead_of_prefilling_it():
     assert ttft_host < 0.5 * ttft_none
 
 
+def test_the_next_call_finds_the_answer_of_the_last_in_the_prefix_cache_by_hand():
+    """An agent's answer is the start of its next prompt: the engine keeps the full blocks the answer filled, as
+    vLLM caches full blocks of generated tokens. Call 0: 1,000 prompt and 600 answer tokens, 1,600 in all, three
+    full 512-token blocks; call 1: those 1,600 tokens plus 400 of a tool's output. Call 1 finds 3 blocks (1,536
+    tokens) where the prompt's blocks alone would give 1 (512): a hit rate of 1,536 / (1,000 + 2,000)."""
+    from gpusim.loadgen.agentic import block_hashes
+
+    prompts, outputs = [1000, 2000], [600, 50]
+    wl = Workload.create([0.0, 0.0], prompts, outputs, after=[[], [0]], delay_s=[0.0, 1.0],
+                         prefix_hashes=[block_hashes(0, c, p, o)
+                                        for c, (p, o) in enumerate(zip(prompts, outputs, strict=True))],
+                         answer_hashed=True)
+    assert wl.prefix_hashes[1][:3] == wl.prefix_hashes[0][:3] and len(wl.prefix_hashes[0]) == 4
+    base = prepare("b300-hgx", "agentic-coding", scenario="sessions").deployment
+    setup = prepare("b300-hgx", "agentic-coding", deployment=base.model_copy(update={"instances": 1}))
+    _, stats, _ = setup.simulate(wl)
+    assert stats.prefix_hit_rate == pytest.approx(3 * PREFIX_BLOCK_TOKENS / 3000)
+    # a trace that hashes prompts only keeps the prompt's one full block
+    prompt_only = Workload.create([0.0, 0.0], prompts, outputs, after=[[], [0]], delay_s=[0.0, 1.0],
+                                  prefix_hashes=[h[:2] for h in wl.prefix_hashes])
+    _, stats, _ = setup.simulate(prompt_only)
+    assert stats.prefix_hit_rate == pytest.approx(PREFIX_BLOCK_TOKENS / 3000)
+
+
 def test_offload_needs_the_prefix_cache_and_the_tier(tmp_path):
     base = prepare("b300-hgx", "agentic-coding", scenario="sessions").deployment
     with pytest.raises(InputError, match="prefix_cache"):

@@ -231,9 +231,10 @@ def test_agentic_turns_grow_and_reuse_their_context():
     prompts, out = wl.input_tokens, wl.output_tokens
     for t in range(1, turns):
         assert prompts[t] > prompts[t - 1] + out[t - 1]  # the previous answer and a new message
-        shared = prompts[t - 1] // PREFIX_BLOCK_TOKENS  # the previous prompt's full blocks
+        shared = (prompts[t - 1] + out[t - 1]) // PREFIX_BLOCK_TOKENS  # the previous prompt's and answer's full blocks
         assert wl.prefix_hashes[t][:shared] == wl.prefix_hashes[t - 1][:shared]
         assert wl.prefix_hashes[t][shared] != wl.prefix_hashes[t - 1][shared]  # its partial block changed
+        assert wl.answer_hashed
     assert wl.prefix_hashes[turns][0] != wl.prefix_hashes[0][0]  # a new session shares nothing
     assert wl.concurrency == 1
 

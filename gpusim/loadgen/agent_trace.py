@@ -83,7 +83,7 @@ def read_agent_trace(path: Path, limit: int | None = None) -> Workload:
         where[(session, name)] = len(calls)
         calls.append({"session": session, "start": start, "prompt": prompt, "output": out,
                       "after": [where[(session, a)] for a in after], "delay": _seconds(src, rec, "delay_s", lineno),
-                      "hashes": block_hashes(agent_id, n, prompt)})
+                      "hashes": block_hashes(agent_id, n, prompt, out)})
         if limit is not None and len(calls) >= limit:
             break
     if not calls:
@@ -105,7 +105,7 @@ def _ordered(calls: list[dict], name: str, src: str) -> Workload:
     picked = [calls[i] for i in order]
     return Workload.create(
         np.array([starts[c["session"]] - first for c in picked]), [c["prompt"] for c in picked],
-        [c["output"] for c in picked], prefix_hashes=[c["hashes"] for c in picked],
+        [c["output"] for c in picked], prefix_hashes=[c["hashes"] for c in picked], answer_hashed=True,
         after=[[new_index[a] for a in c["after"]] for c in picked], delay_s=[c["delay"] for c in picked],
         session=[number[c["session"]] for c in picked], name=name, source=src)
 

@@ -5,9 +5,11 @@ A session's main agent starts with a first prompt (system prompt, tool definitio
 prompt is the agent's whole context so far (its earlier prompt and answer) plus the tokens the call adds (a tool
 result, a user message, the answers of the sub-agents it waited for). A sub-agent, started after a main-agent call,
 runs its own calls over its own growing context; the main agent's next call waits for all of them. Each request
-carries the hashes of its prompt's 512-token blocks: a full block keeps its hash in every later call of its agent,
-so an engine with a prefix cache (`Deployment.prefix_cache`) skips the blocks it still holds (in HBM, or in a
-lower KV tier it reloads them from: `gpusim/sim/kvtiers.py`) and prefills the rest.
+carries the hashes of its sequence's 512-token blocks (prompt, then answer): a full block keeps its hash in every
+later call of its agent, so an engine with a prefix cache (`Deployment.prefix_cache`) keeps the blocks a call
+filled, its answer's too (as vLLM caches full blocks of generated tokens), skips those the next call's prompt
+starts with while it still holds them (in HBM, or in a lower KV tier it reloads them from:
+`gpusim/sim/kvtiers.py`) and prefills the rest.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload
 from gpusim.specs.benchmark import AgenticSessions, BenchmarkSpec, benchmark_names, load_benchmark
 
 
-def block_hashes(agent: int, call: int, prompt: int) -> tuple[int, ...]:
-    """Hashes of a call's prompt blocks. A full block holds the same tokens in every later call of its agent (the
-    context only grows), so it has one hash per agent and index; the last, partly filled block is this call's own
-    (filled further, it is another block in the next call)."""
-    full = prompt // PREFIX_BLOCK_TOKENS
-    blocks = math.ceil(prompt / PREFIX_BLOCK_TOKENS)
+def block_hashes(agent: int, call: int, prompt: int, output: int = 0) -> tuple[int, ...]:
+    """Hashes of the blocks of a call's sequence, its prompt and its `output`. A full block holds the same tokens
+    in every later call of its agent (the context only grows, and the answer is the start of the next prompt), so
+    it has one hash per agent and index; the last, partly filled block is this call's own (filled further, it is
+    another block in the next call)."""
+    full = (prompt + output) // PREFIX_BLOCK_TOKENS
+    blocks = math.ceil((prompt + output) / PREFIX_BLOCK_TOKENS)
     base = (agent + 1) << 40
     return tuple(base + b if b < full else base + ((call + 1) << 24) + b for b in range(blocks))
 
@@ -51,7 +54,7 @@ class _Calls:
         self.output.append(output)
         self.after.append(after)
         self.delay_s.append(delay_s)
-        self.hashes.append(block_hashes(agent, call, prompt))
+        self.hashes.append(block_hashes(agent, call, prompt, output))
         return len(self.prompt) - 1
 
 
@@ -101,6 +104,7 @@ def _workload(bench: BenchmarkSpec, calls: _Calls, starts: np.ndarray, concurren
               ) -> Workload:
     arrival = starts[np.asarray(calls.session, dtype=np.int64)]
     return Workload.create(arrival, calls.prompt, calls.output, concurrency=concurrency, prefix_hashes=calls.hashes,
+                           answer_hashed=True,
                            after=None if concurrency else calls.after, delay_s=None if concurrency else calls.delay_s,
                            session=None if concurrency else calls.session, name=name, source=bench.id)
 

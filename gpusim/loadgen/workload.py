@@ -36,8 +36,12 @@ class Workload:
     concurrency: int | None = None
     """Closed loop: keep this many requests outstanding. None: open loop on `arrival_s`."""
     prefix_hashes: list[tuple[int, ...]] | None = None
-    """Per request, the hashes of its prompt's blocks of `PREFIX_BLOCK_TOKENS` (Mooncake traces, agentic
-    sessions), for prefix caching."""
+    """Per request, the hashes of its blocks of `PREFIX_BLOCK_TOKENS`, for prefix caching: its prompt's (Mooncake
+    traces), or with `answer_hashed` its whole sequence's, prompt then answer (agentic sessions)."""
+    answer_hashed: bool = False
+    """`prefix_hashes` run on over each answer's blocks: an engine keeps the full blocks a request's answer filled
+    cached as it keeps its prompt's (vLLM caches full blocks of generated tokens), so that the next call of an
+    agent, whose prompt starts with that answer, finds them."""
     name: str = "workload"
     after: tuple[tuple[int, ...], ...] | None = None
     """Sessions: per request, the earlier requests (indices) it waits for; empty for a session's first call."""
@@ -63,6 +67,7 @@ class Workload:
         name: str = "workload",
         concurrency: int | None = None,
         prefix_hashes: Sequence[Sequence[int]] | None = None,
+        answer_hashed: bool = False,
         source: str | None = None,
         after: Sequence[Sequence[int]] | None = None,
         delay_s: Sequence[float] | np.ndarray | None = None,
@@ -101,7 +106,8 @@ class Workload:
         deps = _dependencies(src, len(arr), after, delay_s, session)
         for a in (arr, isl, osl, *(d for d in deps[1:] if d is not None)):
             a.flags.writeable = False
-        return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes, name=name, after=deps[0],
+        return cls(arr, isl, osl, concurrency=concurrency, prefix_hashes=hashes,
+                   answer_hashed=answer_hashed and hashes is not None, name=name, after=deps[0],
                    delay_s=deps[1], session=deps[2])
 
     def at_rate(self, qps: float, duration_s: float) -> Workload:

@@ -169,10 +169,10 @@ class Cluster:
     def _issue(self, i: int) -> None:
         wl = self.workload
         self.issue_request(int(wl.input_tokens[i]), int(wl.output_tokens[i]),
-                           wl.prefix_hashes[i] if wl.prefix_hashes else None, rid=i)
+                           wl.prefix_hashes[i] if wl.prefix_hashes else None, rid=i, answer_hashed=wl.answer_hashed)
 
     def issue_request(self, prompt: int, output: int, hashes: tuple[int, ...] | None = None,
-                      rid: int | None = None) -> int:
+                      rid: int | None = None, answer_hashed: bool = False) -> int:
         """Schedule a request now and route it; returns its id (`rid`, the workload's index, else the next in
         issue order). The workload source calls this, and so may an outside driver (the real MLPerf LoadGen,
         with a placeholder workload sized for its queries)."""
@@ -180,7 +180,7 @@ class Cluster:
         self.issued += 1
         rec = self.records
         rec.input_tokens[i], rec.output_tokens[i], rec.scheduled_s[i] = prompt, output, self.env.now
-        req = Request(i, prompt, output, hashes)
+        req = Request(i, prompt, output, hashes, answer_hashed)
         if self.encode_router is not None:  # the image is encoded first, on the encoder pool
             enc = Request(i, self.encode_tokens(prompt), 2)  # > 1 token: a prefill-role instance hands it on
             self._encoding[i] = req

@@ -118,7 +118,7 @@ class Instance:
     def _onboard(self, req: Request) -> None:
         """Queue a new request; one whose context lies in a lower KV tier first waits for it to be read back into
         HBM (`gpusim/sim/kvtiers.py`), as a KV connector loads it before the scheduler takes the request."""
-        resident, tiers = self.prefix.find(req.hashes) if self.prefix is not None and req.hashes else (0, [])
+        resident, tiers = self.prefix.find(req.prompt_hashes) if self.prefix is not None and req.hashes else (0, [])
         if not tiers:
             self._enqueue(req)
             return
@@ -158,7 +158,7 @@ class Instance:
         """Prompt tokens this instance's prefix cache holds for `req`, in HBM or a lower tier."""
         if self.prefix is None or not req.hashes:
             return 0
-        resident, below = self.prefix.find(req.hashes)
+        resident, below = self.prefix.find(req.prompt_hashes)
         return (resident + len(below)) * PREFIX_BLOCK_TOKENS
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -376,7 +376,7 @@ class Instance:
         """Leading prompt blocks reusable from the prefix cache (at least one token is computed)."""
         if self.prefix is None or not req.hashes:
             return 0
-        return min(self.prefix.match(req.hashes), (target - 1) // PREFIX_BLOCK_TOKENS)
+        return min(self.prefix.match(req.prompt_hashes), (target - 1) // PREFIX_BLOCK_TOKENS)
 
     def _pin(self, req: Request, blocks: int) -> None:
         req.pinned, req.shared = blocks, blocks * PREFIX_BLOCK_TOKENS
@@ -443,13 +443,12 @@ class Instance:
 
     def _release(self, req: Request, ctx: float, keep_prefix: bool) -> None:
         """Free the request's KV; with a prefix cache its pinned blocks are unpinned and, when
-        `keep_prefix`, its own full prompt blocks stay cached."""
+        `keep_prefix`, its own full hashed blocks stay cached (the prompt's, and the answer's where hashed)."""
         own = ctx - req.shared
         if self.prefix is not None and req.hashes:
             self.prefix.release(req.hashes[:req.pinned])
             if keep_prefix:
-                full = req.prompt // PREFIX_BLOCK_TOKENS
-                own -= self.prefix.adopt(req.hashes[req.pinned:full]) * PREFIX_BLOCK_TOKENS
+                own -= self.prefix.adopt(req.hashes[req.pinned:req.kept_blocks(ctx)]) * PREFIX_BLOCK_TOKENS
         req.pinned = req.shared = 0
         self.kv.release(own)
 

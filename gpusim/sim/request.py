@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS
+
 
 class Request:
     """A request's progress. Times live in the run's record arrays, indexed by `id`.
@@ -12,14 +14,17 @@ class Request:
     kept (already emitted). `shared` tokens sit in prefix-cache blocks pinned by this request.
     """
 
-    __slots__ = ("computed", "ctx_join", "epoch", "generated", "hashes", "id", "join_step", "load", "output",
-                 "pinned", "prompt", "rank", "shared")
+    __slots__ = ("answer_hashed", "computed", "ctx_join", "epoch", "generated", "hashes", "id", "join_step", "load",
+                 "output", "pinned", "prompt", "rank", "shared")
 
-    def __init__(self, rid: int, prompt: int, output: int, hashes: tuple[int, ...] | None = None) -> None:
+    def __init__(self, rid: int, prompt: int, output: int, hashes: tuple[int, ...] | None = None,
+                 answer_hashed: bool = False) -> None:
         self.id = rid
         self.prompt = prompt
         self.output = output
         self.hashes = hashes
+        self.answer_hashed = answer_hashed
+        """`hashes` run on over the blocks the answer fills (`Workload.answer_hashed`)."""
         self.generated = 0
         self.computed = 0
         self.shared = 0
@@ -34,6 +39,19 @@ class Request:
         """Attention-DP rank holding this request's KV."""
         self.load = 0
         """Work this request added to its instance's routing load."""
+
+    @property
+    def prompt_hashes(self) -> tuple[int, ...]:
+        """Hashes of the prompt's blocks (`hashes` may run on over the blocks the answer fills)."""
+        return self.hashes[:-(-self.prompt // PREFIX_BLOCK_TOKENS)] if self.hashes else ()
+
+    def kept_blocks(self, ctx: float) -> int:
+        """Leading hashed blocks full at `ctx` KV tokens, which a prefix cache may keep: the prompt's full blocks,
+        and where the hashes run on over the answer (`answer_hashed`), those the answer filled."""
+        if not self.hashes:
+            return 0
+        hashed = self.prompt + self.output if self.answer_hashed else self.prompt
+        return min(int(ctx), hashed) // PREFIX_BLOCK_TOKENS
 
     @property
     def prefill_target(self) -> int:
