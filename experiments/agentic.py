@@ -25,10 +25,12 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 import gpusim
 from gpusim.analysis.describe import layout_text
+from gpusim.analysis.frontier import draw_fronts, is_steady, on_front
 from gpusim.api import setup_for
 from gpusim.build import Setup, prepare
 from gpusim.perf.step import BatchShape
@@ -45,6 +47,9 @@ PREFILL_SHARES = (0.55, 0.67, 0.78)
 """Shares of a system's instances the disaggregated candidates give to prefill."""
 TIER_CHOICES = {"HBM only": [], "host memory": ["host"], "host and storage": ["host", "storage"]}
 TIER_SYSTEMS = ("gb300-nvl72", "vr-nvl72", "b300-hgx")
+GQA_MODEL, GQA_SYSTEM = "llama3.1-70b", "gb300-nvl72"
+"""The tier what-if also serves the same sessions with a GQA model, whose KV per token is several times
+DeepSeek-R1's MLA latent, on this system's rule deployment at its DeepSeek-R1 rate."""
 LONG_TOOLS = 20.0
 """The tier what-if's tool calls, this many times the benchmark's."""
 
@@ -70,15 +75,18 @@ def candidates(hw: str) -> dict[str, object]:
     return out
 
 
-def setup_of(hw: str, deployment: object) -> Setup:
+def setup_of(hw: str, deployment: object, model: str | None = None) -> Setup:
     """The setup a sessions run of `deployment` (None, a deployment or its fields as a dict) uses."""
     return setup_for(RunSpec(hardware=hw, benchmark=BENCH, scenario="sessions", session_rate=1.0,
-                             deployment=deployment))
+                             deployment=deployment, model=model))
 
 
-def run(hw: str, rate: float, deployment: object, bench: str = BENCH) -> tuple[dict, dict]:
-    """A run's summary and where its typical steps' time goes."""
-    r = gpusim.run(hw, bench, "sessions", session_rate=rate, duration_s=DURATION_S, deployment=deployment)
+def run(hw: str, rate: float, deployment: object, bench: str = BENCH, model: str | None = None
+        ) -> tuple[dict, dict]:
+    """A run's summary and where its typical steps' time goes (`model` serves the sessions instead of the
+    benchmark's)."""
+    r = gpusim.run(hw, bench, "sessions", session_rate=rate, duration_s=DURATION_S, deployment=deployment,
+                   model=model)
     return r.summary, r.steps
 
 
@@ -89,13 +97,16 @@ def meets(s: dict) -> bool:
 
 
 def best_of(hw: str) -> dict:
-    """The highest grid rate any candidate serves at the service level, the candidate and its run."""
+    """The highest grid rate any candidate serves at the service level, the candidate and its run, and every run as
+    a point of the throughput–interactivity front. Each candidate climbs from a quarter of the best rate so far
+    (the first from the grid's lowest), so the front has points below every candidate's capacity too."""
     started = time.perf_counter()
-    best: dict = {"rate": 0.0, "candidate": None, "summary": None, "tried": {}}
+    best: dict = {"rate": 0.0, "candidate": None, "summary": None, "tried": {}, "points": []}
     for label, dep in candidates(hw).items():
         reached = 0.0
-        for rate in (r for r in GRID if r >= best["rate"]):
+        for rate in (r for r in GRID if r >= best["rate"] / FLOOR):
             s, steps = run(hw, rate, dep)
+            best["points"].append(point(hw, label, rate, s))
             if not meets(s):
                 break
             reached = rate
@@ -104,6 +115,58 @@ def best_of(hw: str) -> dict:
         best["tried"][label] = reached
     best["wall_s"] = time.perf_counter() - started
     return {"hw": hw, **best}
+
+
+FLOOR = 4.0
+"""A candidate's climb starts at the best rate so far over this."""
+
+
+def point(hw: str, label: str, rate: float, s: dict) -> dict:
+    """One run as a front point (the columns `analysis.frontier.draw_fronts` reads): steady output tokens/s per GPU
+    against the median user's tokens/s while generating; it may stand on the front where it meets the service level
+    in a steady state."""
+    return {"hardware": hw, "deployment": label, "session_rate": rate,
+            "tokens_per_s_per_user": s["sessions"]["tokens_per_s_per_user_p50"],
+            "tokens_per_s_per_gpu": s["steady_output_tokens_per_s_per_gpu"],
+            "sessions_per_s_per_mw": s["sessions"]["sessions_per_s_per_mw"],
+            "meets_limits": meets(s) and is_steady(s)}
+
+
+def front_points(bests: list[dict]) -> pd.DataFrame:
+    """Every run's point, with `on_front` per system."""
+    points = pd.DataFrame([p for b in bests for p in b.get("points", [])])
+    if points.empty:
+        return points
+    points["on_front"] = False
+    for _, g in points.groupby("hardware"):
+        points.loc[g.index, "on_front"] = on_front(g["tokens_per_s_per_user"].to_numpy(),
+                                                   g["tokens_per_s_per_gpu"].to_numpy(), g["meets_limits"].to_numpy())
+    return points
+
+
+def front_lines(points: pd.DataFrame) -> list[str]:
+    """The front's section: its figure and, per system, the ends of its front."""
+    lines = ["", "## Throughput against interactivity", "",
+             "Every run of the climbs above as a point: steady output tokens/s per GPU against the median user's "
+             "tokens/s while generating, filled where it meets the service level in a steady state, each system's "
+             "front joining those no other beats on both (`python experiments/agentic.py` draws it; the front of "
+             "docs/frontier.md, for agent sessions):", "", f"![Agentic front](figures/{FRONT_FIGURE})", "",
+             "| system | runs | on the front | most tokens/s/GPU on it (tokens/s/user, deployment) | "
+             "most tokens/s/user on it (tokens/s/GPU, deployment) |", "|---|---|---|---|---|"]
+    for hw, g in points.groupby("hardware", sort=False):
+        f = g[g["on_front"]]
+        if f.empty:
+            lines.append(f"| {hw} | {len(g)} | 0 | - | - |")
+            continue
+        top, fast = f.loc[f["tokens_per_s_per_gpu"].idxmax()], f.loc[f["tokens_per_s_per_user"].idxmax()]
+        lines.append(f"| {hw} | {len(g)} | {len(f)} | {top['tokens_per_s_per_gpu']:,.0f} "
+                     f"({top['tokens_per_s_per_user']:.0f}, {top['deployment']}) | "
+                     f"{fast['tokens_per_s_per_user']:.0f} ({fast['tokens_per_s_per_gpu']:,.0f}, "
+                     f"{fast['deployment']}) |")
+    return lines
+
+
+FRONT_FIGURE = "agentic-frontier.png"
 
 
 CONTEXTS = (16_384, 32_768, 65_536, 131_072)
@@ -138,15 +201,23 @@ def long_tools_benchmark(folder: Path) -> str:
     return str(path)
 
 
-def tiers(best: dict, bench: str) -> list[dict]:
-    """The best deployment of a system at its rate, on long-tool traffic, with each choice of KV tiers."""
-    base = setup_of(best["hw"], best["deployment"]).deployment
+def tiers(best: dict, bench: str, model: str | None = None) -> list[dict]:
+    """The best deployment of a system at its rate, on long-tool traffic, with each choice of KV tiers; with
+    `model`, that model on its rule deployment at the same rate."""
+    base = setup_of(best["hw"], None if model else best["deployment"], model).deployment
     rows = []
     for label, offload in TIER_CHOICES.items():
         dep = base.model_copy(update={"kv_offload": offload})
-        s, _ = run(best["hw"], best["rate"], dep, bench)
-        rows.append({"hw": best["hw"], "tiers": label, "summary": s})
+        s, _ = run(best["hw"], best["rate"], dep, bench, model)
+        rows.append({"hw": best["hw"], "model": s["model"], "tiers": label, "summary": s})
     return rows
+
+
+def kv_text(model: str) -> str:
+    """A model's KV cache per token at FP8, over all layers."""
+    from gpusim.specs.model import load_model
+
+    return f"{load_model(model).kv_bytes(1, 1) / 1024:,.0f} KB"
 
 
 def _session_cells(s: dict) -> str:
@@ -227,8 +298,8 @@ def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growt
         "true capacity lies below the next grid rate.",
         "",
         "| system | GPUs | best deployment | sessions/s | per MW | session p50 s | session p99 s | TTFT p99 s | "
-        "TPOT p99 ms | tokens/s/user p50 | prefix hits | other candidates: highest rate met, tried from the best so "
-        "far (0: none) |",
+        "TPOT p99 ms | tokens/s/user p50 | prefix hits | other candidates: highest rate met, tried from a quarter of "
+        "the best so far (0: none) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in bests:
@@ -252,6 +323,7 @@ def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growt
         dec = st.get("decode")
         lines.append(f"| {hw} | {_share(dec, ('attention_decode',)) if dec else '-'} |")
     lines += growth_lines(growth)
+    lines += front_lines(front_points(bests))
     lines += [
         "",
         "## KV memory tiers: HBM only, host memory, host and storage",
@@ -260,16 +332,20 @@ def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growt
         "reading), at each system's rate and best deployment above. A prefix block the HBM cache evicts goes to "
         "the host tier (Grace or Vera LPDDR5X over NVLink-C2C on the racks, CPU DRAM over PCIe on HGX), then to "
         "local NVMe; a call whose context is there waits for it to be read back instead of prefilling it again. "
-        "Capacities and bandwidths per GPU are in `hardware_profiles/systems/*.yaml` (`kv_tiers`, grades C-D).",
+        "Capacities and bandwidths per GPU are in `hardware_profiles/systems/*.yaml` (`kv_tiers`, grades C-D). "
+        f"On {GQA_SYSTEM} the same sessions also run on {GQA_MODEL}, a GQA model whose KV cache takes "
+        f"{kv_text(GQA_MODEL)} per token at FP8 against DeepSeek-R1's {kv_text('deepseek-r1')} (MLA), on its rule "
+        "deployment at the same rate.",
         "",
-        "| system | tiers | session p50 s | session p99 s | TTFT p99 s | TPOT p99 ms | tokens/s/user p50 | prefix hits "
-        "| read back from host | from storage |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| system | model | tiers | session p50 s | session p99 s | TTFT p99 s | TPOT p99 ms | tokens/s/user p50 | "
+        "prefix hits | read back from host | from storage |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in tier_rows:
         s, t = r["summary"], r["summary"]["sessions"]["kv_tiers"] or {}
         back = [f"{t[n]['reloaded_share']:.1%}" if n in t else "-" for n in ("host", "storage")]
-        lines.append(f"| {r['hw']} | {r['tiers']} | {_session_cells(s)} | {back[0]} | {back[1]} |")
+        lines.append(f"| {r['hw']} | {r.get('model', 'deepseek-r1')} | {r['tiers']} | {_session_cells(s)} | "
+                     f"{back[0]} | {back[1]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -288,7 +364,9 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             bench = long_tools_benchmark(Path(tmp))
             racks = [b for b in bests if b["summary"] is not None and b["hw"] in TIER_SYSTEMS]
-            tier_rows = [row for rows in pool.map(tiers, racks, [bench] * len(racks)) for row in rows]
+            jobs = [(b, None) for b in racks] + [(b, GQA_MODEL) for b in racks if b["hw"] == GQA_SYSTEM]
+            tier_rows = [row for rows in pool.map(tiers, [b for b, _ in jobs], [bench] * len(jobs),
+                                                  [m for _, m in jobs]) for row in rows]
     steps = {b["hw"]: b["steps"] for b in bests if b["summary"] is not None}
     growth = {b["hw"]: context_growth(b) for b in bests if b["summary"] is not None}
     results = (bests, tier_rows, steps, growth, time.perf_counter() - started)
@@ -298,6 +376,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def write_page(*results: object) -> None:
+    points = front_points(results[0])
+    if not points.empty:
+        draw_fronts(points, f"agentic-coding sessions: TTFT p99 ≤ {SLO['ttft_p99_s']:g} s, TPOT p99 ≤ "
+                    f"{SLO['tpot_p99_s'] * 1e3:g} ms, every session completed").savefig(
+            ROOT / "docs" / "figures" / FRONT_FIGURE, dpi=110)
     text = page(*results)
     (ROOT / "docs" / "agentic.md").write_text(text)
     print(text)
