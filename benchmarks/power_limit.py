@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import NamedTuple
 
-from gpusim.build import make_setup, prepare
+from gpusim.build import Setup, make_setup, prepare
 from gpusim.parallel import parallel_map
 from gpusim.perf.step import BatchShape
 from gpusim.search import trial
@@ -48,9 +48,7 @@ def run(job: Job) -> Run:
     """One system's searched Offline default, with its shipped power limit or with none (a process-pool job)."""
     setup = prepare(job.system, job.benchmark, scenario="offline", software=job.software)
     if not job.limited:
-        hw = setup.hardware
-        setup = make_setup(hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"tensor_pj_per_flop": {}})}),
-                           setup.bench, setup.model, setup.deployment, job.system)
+        setup = without_limit(setup)
     result = trial(setup, "offline", duration_s=DURATION_S).result
     s, step = result.summary, result.steps.get("decode")
     return Run(s["deployment"]["name"], s["steady_output_tokens_per_s_per_gpu"], s["energy_j_per_token"],
@@ -62,7 +60,7 @@ def decode_step_lines(runs: dict[Job, Run]) -> list[str]:
     goes, so that what Blackwell Ultra speeds up shows."""
     new, old = PAIRS[1]
     job = Job(new, "deepseek-r1", None, True)
-    shape = runs[job].decode_shape
+    shape = runs[job].decode_shape if job in runs else None
     if shape is None:
         return []
     held = prepare(new, job.benchmark, scenario="offline").deployment
@@ -79,6 +77,13 @@ def decode_step_lines(runs: dict[Job, Run]) -> list[str]:
                      f"{b.communication_s * 1e3:.1f} | {b.overhead_s * 1e3:.1f} | "
                      + " | ".join(f"{b.by_op.get(op, 0.0) * 1e3:.1f}" for op in ops) + " |")
     return lines
+
+
+def without_limit(setup: Setup) -> Setup:
+    """`setup` on its hardware with the tensor cores' energy per FLOP removed: no power limit."""
+    hw = setup.hardware
+    return make_setup(hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"tensor_pj_per_flop": {}})}),
+                      setup.bench, setup.model, setup.deployment, hw.system.id)
 
 
 def jobs() -> list[Job]:
