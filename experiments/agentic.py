@@ -35,6 +35,7 @@ from gpusim.api import setup_for
 from gpusim.build import Setup, prepare
 from gpusim.perf.step import BatchShape
 from gpusim.specs.experiment import RunSpec
+from gpusim.specs.hardware import KV_TIER_ORDER
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = "agentic-coding"
@@ -45,7 +46,8 @@ GRID = [2**-5 * math.sqrt(2) ** k for k in range(20)]
 SYSTEMS = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "b300-hgx"]
 PREFILL_SHARES = (0.55, 0.67, 0.78)
 """Shares of a system's instances the disaggregated candidates give to prefill."""
-TIER_CHOICES = {"HBM only": [], "host memory": ["host"], "host and storage": ["host", "storage"]}
+TIER_CHOICES = {"HBM only": [], "host memory": ["host"], "host and storage": ["host", "storage"],
+                "host, storage and network": ["host", "storage", "network"]}
 TIER_SYSTEMS = ("gb300-nvl72", "vr-nvl72", "b300-hgx")
 GQA_MODEL, GQA_SYSTEM = "llama3.1-70b", "gb300-nvl72"
 """The tier what-if also serves the same sessions with a GQA model, whose KV per token is several times
@@ -349,26 +351,26 @@ def page(bests: list[dict], tier_rows: list[dict], steps: dict[str, dict], growt
     lines += front_lines(front_points(bests))
     lines += [
         "",
-        "## KV memory tiers: HBM only, host memory, host and storage",
+        "## KV memory tiers: HBM only, host memory, local and network storage",
         "",
         f"The same traffic with tool calls {LONG_TOOLS:g}x longer (median 60 s: a test suite, a build, a person "
         "reading), at each system's rate and best deployment above. A prefix block the HBM cache evicts goes to "
         "the host tier (Grace or Vera LPDDR5X over NVLink-C2C on the racks, CPU DRAM over PCIe on HGX), then to "
-        "local NVMe; a call whose context is there waits for it to be read back instead of prefilling it again. "
-        "Capacities and bandwidths per GPU are in `hardware_profiles/systems/*.yaml` (`kv_tiers`, grades C-D). "
+        "local NVMe, then to shared storage over the node's storage network; a call whose context is there waits "
+        "for it to be read back instead of prefilling it again. Capacities and bandwidths per GPU are in "
+        "`hardware_profiles/systems/*.yaml` (`kv_tiers`, grades B-D). "
         f"On {GQA_SYSTEM} the same sessions also run on {GQA_MODEL}, a GQA model whose KV cache takes "
         f"{kv_text(GQA_MODEL)} per token at FP8 against DeepSeek-R1's {kv_text('deepseek-r1')} (MLA), on its rule "
         "deployment at the same rate.",
         "",
         "| system | model | tiers | session p50 s | session p99 s | TTFT p99 s | TPOT p99 ms | tokens/s/user p50 | "
-        "prefix hits | read back from host | from storage |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "prefix hits | read back from host | from storage | from the network |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in tier_rows:
         s, t = r["summary"], r["summary"]["sessions"]["kv_tiers"] or {}
-        back = [f"{t[n]['reloaded_share']:.1%}" if n in t else "-" for n in ("host", "storage")]
-        lines.append(f"| {r['hw']} | {r.get('model', 'deepseek-r1')} | {r['tiers']} | {_session_cells(s)} | "
-                     f"{back[0]} | {back[1]} |")
+        back = [f"{t[n]['reloaded_share']:.1%}" if n in t else "-" for n in KV_TIER_ORDER]
+        lines.append(f"| {r['hw']} | {r['model']} | {r['tiers']} | {_session_cells(s)} | " + " | ".join(back) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -139,6 +139,29 @@ def test_offload_needs_the_prefix_cache_and_the_tier(tmp_path):
             "jetson-agx-thor", "qwen3.6-27b").deployment.model_copy(update={"kv_offload": ["host"]}))
 
 
+
+def test_network_storage_is_the_last_tier_at_the_nodes_storage_ports_share(tmp_path):
+    """B300 HGX's shared-storage tier: NVIDIA's HGX reference architecture gives each 8-GPU node two 400 GbE
+    storage ports, 100 GB/s, so one GPU reads its KV back at 12.5 GB/s; a tier list out of order is refused."""
+    import yaml
+
+    from gpusim.build import offload_tiers
+    from gpusim.perf.memory import kv_bytes_per_token_per_gpu
+    from gpusim.specs.hardware import PROFILES, load_hardware
+
+    base = prepare("b300-hgx", "agentic-coding", scenario="sessions")
+    dep = base.deployment.model_copy(update={"kv_offload": ["host", "storage", "network"]})
+    setup = prepare("b300-hgx", "agentic-coding", deployment=dep)
+    tiers = offload_tiers(setup.hardware, setup.model, dep)
+    assert [t.name for t in tiers] == ["host", "storage", "network"]
+    assert tiers[2].s_per_token == pytest.approx(kv_bytes_per_token_per_gpu(setup.model, dep) / 12.5e9)
+    assert tiers[2].s_per_token < tiers[1].s_per_token  # faster than one local drive, 6.5 GB/s
+    system = yaml.safe_load((PROFILES / "systems" / "b300-hgx.yaml").read_text())
+    system["kv_tiers"] = system["kv_tiers"][::-1]
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({**system, "id": "mine"}))
+    with pytest.raises(InputError, match=r"kv_tiers.*in the order host, storage, network"):
+        load_hardware(str(tmp_path / "mine.yaml"))
+
 TRACE = [
     {"session": "a", "call": "m0", "start_s": 4.0, "new_tokens": 2000, "output_tokens": 100},
     {"session": "b", "call": 0, "start_s": 1.0, "new_tokens": 3000, "output_tokens": 50},

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from gpusim.specs.hardware import Dtype
+from gpusim.specs.hardware import Dtype, KVTierName
 
 Role = Literal["aggregated", "prefill", "decode", "encode"]
 """What a pool of instances does: serve whole requests, only their prefill or their decode, or encode a
@@ -137,7 +137,7 @@ class Serving(BaseModel):
     """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
     prefix_cache: bool = False
     """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
-    kv_offload: list[Literal["host", "storage"]] = []
+    kv_offload: list[KVTierName] = []
     """Prefix blocks evicted from HBM go down to these memory tiers of the system (`SystemSpec.kv_tiers`) and are
     reloaded from there rather than recomputed (Dynamo KVBM, LMCache); needs `prefix_cache`."""
     frontend: Literal["loadgen", "http"] | None = None

@@ -135,7 +135,9 @@ class FabricSpec(_Spec):
         return None
 
 
-KVTierName = Literal["host", "storage"]
+KVTierName = Literal["host", "storage", "network"]
+KV_TIER_ORDER: tuple[KVTierName, ...] = ("host", "storage", "network")
+"""The tiers below HBM, nearest first: host memory, local drives, shared storage over the network."""
 
 
 class KVTier(_Spec):
@@ -179,7 +181,8 @@ class SystemSpec(_Spec):
     """The shipped system this one is derived from (a what-if on its numbers): it runs that system's searched
     default deployments (`gpusim.defaults`) unless a deployment is given or searched."""
     kv_tiers: list[KVTier] = []
-    """Memory below HBM for offloaded KV (host, storage), at most one of each, in order (`Deployment.kv_offload`)."""
+    """Memory below HBM for offloaded KV (host, storage, network), at most one of each, in `KV_TIER_ORDER`
+    (`Deployment.kv_offload`)."""
     source: str | None = None
 
     _positive = field_validator("power_kw")(positive)
@@ -188,8 +191,8 @@ class SystemSpec(_Spec):
     @classmethod
     def _tiers_in_order(cls, tiers: list[KVTier]) -> list[KVTier]:
         names = [t.name for t in tiers]
-        if names not in (["host", "storage"], ["host"], ["storage"], []):
-            raise ValueError(f"at most one host and one storage tier, host first; got {names}")
+        if names != sorted(set(names), key=KV_TIER_ORDER.index):
+            raise ValueError(f"at most one tier of each kind, in the order {', '.join(KV_TIER_ORDER)}; got {names}")
         return tiers
 
     @field_validator("base")
