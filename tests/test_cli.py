@@ -40,6 +40,17 @@ def test_server_run_has_a_verdict(capsys):
     assert json.loads(out)["valid"] in (True, False)
 
 
+def test_an_overloaded_run_says_its_loadgen_figure_is_not_sustained(capsys):
+    """LoadGen's Server figure of an overloaded run counts tokens to the last-scheduled query's completion, more
+    than the deployment can serve: the throughput line says so, as the load line below it does; a run that keeps up
+    has no such note."""
+    base = ["run", "--hardware", "b200-hgx", "--benchmark", "llama2-70b", "--scenario", "server", "--duration", "10"]
+    for qps, overloaded in (("3000", True), ("20", False)):
+        code, out, _ = run_cli(capsys, *base, "--qps", qps)
+        line = next(x for x in out.splitlines() if x.startswith("throughput"))
+        assert code == 0 and ("overloaded, see load" in line) == overloaded == ("load        overloaded" in out)
+
+
 def test_out_dir_gets_parquet_csv_and_summary(capsys, tmp_path):
     import pandas as pd
 

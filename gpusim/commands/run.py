@@ -145,7 +145,8 @@ def _format_summary(s: dict) -> str:
         *([_run_length_text(s["run_length"])] if (s.get("run_length") or {}).get("skipped_requests") else []),
         f"throughput  {s['output_tokens_per_s']:,.0f} tokens/s, {s['output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU "
         f"(LoadGen's, to the {'last-scheduled query' if s['scenario'] in ('server', 'interactive') else 'last'} "
-        "completion)",
+        "completion" + ("; more than the deployment sustains: it is overloaded, see load" if s.get("overloaded")
+                        else "") + ")",
         f"TTFT        p50 {ms_text(s['ttft_p50_s'])}  p99 {ms_text(s['ttft_p99_s'])}",
         f"TPOT        p50 {ms_text(s['tpot_p50_s'])}  p99 {ms_text(s['tpot_p99_s'])}",
     ]
