@@ -30,12 +30,13 @@ import yaml
 
 import gpusim
 from gpusim.analysis.describe import layout_text
-from gpusim.analysis.frontier import draw_fronts, is_steady, on_front
+from gpusim.analysis.frontier import draw_fronts, fronts, is_steady
 from gpusim.api import setup_for
 from gpusim.build import Setup, prepare
 from gpusim.perf.step import BatchShape
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import KV_TIER_ORDER
+from gpusim.specs.model import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = "agentic-coding"
@@ -43,6 +44,8 @@ SLO = {"ttft_p99_s": 5.0, "tpot_p99_s": 0.050}
 """The service level: every call's first token within 5 s and its tokens at 20 per second or faster, at p99."""
 DURATION_S = 600.0
 GRID = [2**-5 * math.sqrt(2) ** k for k in range(20)]
+FLOOR = 4.0
+"""A candidate's climb starts at the best rate so far over this."""
 SYSTEMS = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "b300-hgx"]
 PREFILL_SHARES = (0.55, 0.67, 0.78)
 """Shares of a system's instances the disaggregated candidates give to prefill."""
@@ -141,31 +144,19 @@ def refine(hw: str, best: dict) -> None:
             hi = rate
 
 
-FLOOR = 4.0
-"""A candidate's climb starts at the best rate so far over this."""
-
-
 def point(hw: str, label: str, rate: float, s: dict) -> dict:
     """One run as a front point (the columns `analysis.frontier.draw_fronts` reads): steady output tokens/s per GPU
     against the median user's tokens/s while generating; it may stand on the front where it meets the service level
     in a steady state."""
     return {"hardware": hw, "deployment": label, "session_rate": rate,
             "tokens_per_s_per_user": s["sessions"]["tokens_per_s_per_user_p50"],
-            "tokens_per_s_per_gpu": s["steady_output_tokens_per_s_per_gpu"],
-            "sessions_per_s_per_mw": s["sessions"]["sessions_per_s_per_mw"],
-            "meets_limits": meets(s) and is_steady(s)}
+            "tokens_per_s_per_gpu": s["steady_output_tokens_per_s_per_gpu"], "meets_limits": meets(s) and is_steady(s)}
 
 
 def front_points(bests: list[dict]) -> pd.DataFrame:
     """Every run's point, with `on_front` per system."""
     points = pd.DataFrame([p for b in bests for p in b.get("points", [])])
-    if points.empty:
-        return points
-    points["on_front"] = False
-    for _, g in points.groupby("hardware"):
-        points.loc[g.index, "on_front"] = on_front(g["tokens_per_s_per_user"].to_numpy(),
-                                                   g["tokens_per_s_per_gpu"].to_numpy(), g["meets_limits"].to_numpy())
-    return points
+    return points.assign(on_front=fronts(points)) if not points.empty else points
 
 
 def front_lines(points: pd.DataFrame) -> list[str]:
@@ -239,8 +230,6 @@ def tiers(best: dict, bench: str, model: str | None = None) -> list[dict]:
 
 def kv_text(model: str) -> str:
     """A model's KV cache per token at FP8, over all layers."""
-    from gpusim.specs.model import load_model
-
     return f"{load_model(model).kv_bytes(1, 1) / 1024:,.0f} KB"
 
 

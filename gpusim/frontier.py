@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
-from gpusim.analysis.frontier import Limits, is_steady, meets_limits, on_front, pareto_front
+from gpusim.analysis.frontier import Limits, fronts, is_steady, meets_limits, pareto_front
 from gpusim.best import cache_dir, setup_key, write_atomic
 from gpusim.build import Setup, make_setup
 from gpusim.errors import InputError
@@ -230,10 +230,7 @@ def _point(job: PointJob, run: dict, offline: float, limits: Limits) -> Frontier
 
 def _mark_fronts(points: list[FrontierPoint]) -> list[FrontierPoint]:
     """`points` with `on_front` set per hardware."""
-    frame = pd.DataFrame([asdict(p) for p in points])
-    marks = np.zeros(len(frame), bool)
-    for _, g in frame.groupby("hardware"):
-        marks[g.index] = on_front(g["tokens_per_s_per_user"], g["tokens_per_s_per_gpu"], g["meets_limits"])
+    marks = fronts(pd.DataFrame([asdict(p) for p in points]))
     return [replace(p, on_front=bool(m)) for p, m in zip(points, marks, strict=True)]
 
 

@@ -63,6 +63,18 @@ def on_front(x: np.ndarray, y: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return out
 
 
+def fronts(points: pd.DataFrame, groups: Sequence[str] = ("hardware",)) -> np.ndarray:
+    """A boolean per row of `points` (`tokens_per_s_per_user`, `tokens_per_s_per_gpu`, `meets_limits`): on the front
+    of its group's eligible points (`on_front`), a group per value of the `groups` columns it has."""
+    marks = np.zeros(len(points), bool)
+    keys = [g for g in groups if g in points.columns]
+    for rows in (points.groupby(keys).indices.values() if keys else [np.arange(len(points))]):
+        g = points.iloc[rows]
+        marks[rows] = on_front(g["tokens_per_s_per_user"].to_numpy(), g["tokens_per_s_per_gpu"].to_numpy(),
+                               g["meets_limits"].to_numpy())
+    return marks
+
+
 TOKENS = EngFormatter(sep="")
 
 
@@ -95,4 +107,4 @@ def draw_fronts(points: pd.DataFrame, title: str, groups: Sequence[str] = ("hard
     return fig
 
 
-__all__ = ["Limits", "draw_fronts", "is_steady", "meets_limits", "on_front", "pareto_front"]
+__all__ = ["Limits", "draw_fronts", "fronts", "is_steady", "meets_limits", "on_front", "pareto_front"]

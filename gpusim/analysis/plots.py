@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatter
 
-from gpusim.analysis.frontier import draw_fronts, is_steady, on_front
+from gpusim.analysis.frontier import draw_fronts, fronts, is_steady
 from gpusim.analysis.outputs import RESULTS
 from gpusim.errors import InputError, unknown_name
 from gpusim.loadgen.metrics import add_latency_columns
@@ -250,11 +250,8 @@ def pareto(df: pd.DataFrame, _: Path) -> Figure:
         "deployment": df["deployment.name"] if "deployment.name" in df.columns else df.get("hardware", "-"),
         **{c: df[c].to_numpy() for c in ("hardware", "benchmark") if c in df.columns},
     })
-    points["on_front"] = False
     groups = [c for c in ("hardware", "benchmark") if c in points.columns]
-    for _, g in points.groupby(groups) if groups else [("all", points)]:
-        points.loc[g.index, "on_front"] = on_front(g["tokens_per_s_per_user"].to_numpy(),
-                                                   g["tokens_per_s_per_gpu"].to_numpy(), g["meets_limits"].to_numpy())
+    points["on_front"] = fronts(points, groups)
     return draw_fronts(points, "Throughput vs interactivity (steady rates)", groups)
 
 
