@@ -269,3 +269,23 @@ def test_request_larger_than_kv_cache_is_an_input_error():
 
     with pytest.raises(InputError, match="cannot fit in the KV cache"):
         simulate(Workload.create([0.0], [5000], [2]), kv_tokens=1000)
+
+
+def test_requests_dispatched_together_reach_their_instance_together_in_order():
+    """Requests issued at the same time take the front end's dispatch time, then queue in issue order; one
+    engine event carries them all (an Offline run issues every request at t = 0)."""
+    delay, n = 0.25, 50
+    wl = Workload.create(np.zeros(n), np.full(n, 100), np.full(n, 3))
+    d = Deployment(max_batch_size=4)
+    cluster = Cluster([Pool("aggregated", LinearCost(), 10**7, d, 1)], wl, dispatch_overhead_s=delay)
+    cluster.env.process(cluster._source())
+    cluster.env.run(until=delay / 2)
+    inst = cluster.instances[0]
+    assert not inst.waiting and len(inst._incoming) == n
+    assert sum(1 for when, *_ in cluster.env._queue if when == delay) == 1  # the one onboarding event
+    cluster.env.run(until=delay * 1.001)  # onboarded, and the first step admitted what fits
+    assert [r.id for r in [*inst.prefilling, *inst.waiting]] == list(range(n))
+    cluster.env.run()
+    first = cluster.records.first_token_s
+    assert first[0] == pytest.approx(delay + BASE + PER_TOKEN * 100 * 4, rel=1e-12)  # the first four prefill together
+    assert np.all(np.diff(first) >= 0)

@@ -102,6 +102,9 @@ class Instance:
         self.steps_run = 0
         self.busy_s = 0.0
         self._wake: simpy.Event | None = None
+        self._incoming: list[Request] = []
+        """Requests submitted with the same delay at the same time, onboarded by one event at `_incoming_due`."""
+        self._incoming_due = -1.0
         env.process(self._run())
 
     # ---- interface to routers and the cluster --------------------------------------------------
@@ -110,9 +113,21 @@ class Instance:
         and lower tiers do not hold, and its output) counts for routing at once."""
         prefill = req.prompt - self.prefix_overlap(req)
         self._assign(req, prefill if self.role == "prefill" else prefill + req.output)
-        if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _: self._onboard(req))
-        else:
+        if delay <= 0:
+            self._onboard(req)
+            return
+        due = self.env.now + delay
+        if self._incoming and self._incoming_due == due:  # one event for requests submitted together
+            self._incoming.append(req)
+            return
+        batch = self._incoming = [req]
+        self._incoming_due = due
+        self.env.timeout(delay).callbacks.append(lambda _: self._onboard_all(batch))
+
+    def _onboard_all(self, batch: list[Request]) -> None:
+        if batch is self._incoming:
+            self._incoming = []
+        for req in batch:
             self._onboard(req)
 
     def _onboard(self, req: Request) -> None:
