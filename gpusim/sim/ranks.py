@@ -24,7 +24,8 @@ class AttentionRanks:
         self.ref[r] = step
 
     def join(self, ctx: float, step: int) -> int:
-        r = min(range(len(self.seqs)), key=self.seqs.__getitem__)
+        seqs = self.seqs
+        r = seqs.index(min(seqs))
         self._settle(r, step)
         self.seqs[r] += 1
         self.base[r] += ctx
@@ -39,14 +40,23 @@ class AttentionRanks:
         """How many decode steps from `step` on keep the busiest rank (`busiest`) the same one, so that the
         step's rank context grows linearly (at least 1; inf when none can overtake it): a rank with more
         sequences overtakes it after (context gap) / (sequences more · rate) steps."""
-        ctx = [b + s * self.rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref, strict=True)]
-        top = max(range(len(ctx)), key=ctx.__getitem__)
-        c, q = ctx[top], self.seqs[top]
+        ctx = self._contexts(step)
+        c, q = self._top(ctx)
         gaps = [(c - x) / (s - q) for x, s in zip(ctx, self.seqs, strict=True) if s > q]
         return max(1, math.ceil(min(gaps) / self.rate)) if gaps else math.inf
 
     def busiest(self, step: int) -> tuple[float, int]:
         """(decode context, sequences) of the rank with the most context at decode step `step`."""
-        ctx = [b + s * self.rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref, strict=True)]
-        r = max(range(len(ctx)), key=ctx.__getitem__)
-        return ctx[r], self.seqs[r]
+        return self._top(self._contexts(step))
+
+    def _contexts(self, step: int) -> list[float]:
+        rate = self.rate
+        return [b + s * rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref)]
+
+    def _top(self, ctx: list[float]) -> tuple[float, int]:
+        """(context, sequences) of the first rank with the most context."""
+        top, seqs = -math.inf, 0
+        for c, s in zip(ctx, self.seqs):
+            if c > top:
+                top, seqs = c, s
+        return top, seqs
