@@ -51,12 +51,12 @@ class AttentionRanks:
 
     def _contexts(self, step: int) -> list[float]:
         rate = self.rate
-        return [b + s * rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref)]
+        return [b + s * rate * (step - f) for b, s, f in zip(self.base, self.seqs, self.ref, strict=True)]
 
     def _top(self, ctx: list[float]) -> tuple[float, int]:
         """(context, sequences) of the first rank with the most context."""
         top, seqs = -math.inf, 0
-        for c, s in zip(ctx, self.seqs):
+        for c, s in zip(ctx, self.seqs, strict=True):
             if c > top:
                 top, seqs = c, s
         return top, seqs
