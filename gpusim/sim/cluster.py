@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -118,13 +116,12 @@ class Cluster:
         """Simulate until every request has completed, or until `stop(records, now)` says the run has decided
         what it was run for (`stopped_s` is then its time)."""
         self.env.process(self._source())
-        with _rare_collections():
-            if stop is None:
-                self.env.run()
-                return self.records
-            over = self.env.event()
-            self.env.process(self._watch(stop, over))
-            self.env.run(until=over)
+        if stop is None:
+            self.env.run()
+            return self.records
+        over = self.env.event()
+        self.env.process(self._watch(stop, over))
+        self.env.run(until=over)
         return self.records
 
     def _watch(self, stop: StopRule, over: simpy.Event) -> Generator[simpy.Event, object, None]:
@@ -227,19 +224,6 @@ class Cluster:
             self._waiting[c] -= 1
             if not self._waiting[c]:  # the last call it waited for: its tool call runs, then it is issued
                 self.env.timeout(float(wl.delay_s[c])).callbacks.append(lambda _, c=c: self._issue(c))
-
-
-@contextmanager
-def _rare_collections() -> Iterator[None]:
-    """Collect cycles less often while the engine runs: it keeps hundreds of thousands of requests alive, which
-    every default-threshold collection of the older generations walks again (about a tenth of a rack run's time).
-    The engine's own cycles (SimPy conditions) die young and are still collected."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], 50_000), max(before[1], 20), max(before[2], 100))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _tier_counters(stores: list[TierStore], looked_tokens: int) -> dict | None:
