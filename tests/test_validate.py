@@ -18,6 +18,7 @@ from gpusim.validate.errors import (
     partition_errors,
     repeat_scatter,
     scatter_stats,
+    slot_queueing,
     target_status,
 )
 from gpusim.validate.mlperf import validate_mlperf
@@ -410,6 +411,30 @@ def test_first_wave_weight_implied_by_the_measured_mean() -> None:
     assert got["x"]["weight_median"] == pytest.approx(0.15)
     assert (got["x"]["weight_q25"], got["x"]["weight_q75"]) == pytest.approx((0.075, 0.225))
     assert "| x | 2 | 0.15 |" in first_wave_table(list(got.values()))
+
+
+def test_slot_queueing_bands_disaggregated_rows_by_concurrency_over_decode_slots() -> None:
+    """Four disaggregated rows with 8 decode slots at c = 4, 8, 10 and 12 (c / S = 0.5, 1, 1.25, 1.5); an
+    aggregated row and an unpredicted one are left out. The last two fall in the top band: TTFT ratios 0.6 and
+    0.8 beside TPOT ratios 0.5 and 1.0 (quotients 1.2 and 0.8), measured waits 2,000 / (100 · 40) = 0.5 and
+    2,000 / (100 · 20) = 1.0 request times against Little's 0.25 and 0.5."""
+    from gpusim.validate.report import slot_table
+
+    t = pd.DataFrame({
+        "mode": ["disagg"] * 5 + ["agg"], "predicted": [True, True, True, True, False, True],
+        "concurrency": [4, 8, 10, 12, 12, 12], "decode_slots": [8, 8, 8, 8, 8, None], "osl": [100] * 6,
+        "measured_ttft": [100.0, 100.0, 2000.0, 2000.0, 1.0, 1.0],
+        "predicted_ttft": [50.0, 50.0, 1200.0, 1600.0, 1.0, 1.0],
+        "measured_tpot": [10.0, 10.0, 40.0, 20.0, 1.0, 1.0], "predicted_tpot": [10.0, 10.0, 20.0, 20.0, 1.0, 1.0]})
+    bands = slot_queueing(t, edges=(0.9, 1.1))
+    assert [b["rows"] for b in bands] == [1, 1, 2]
+    top = bands[-1]
+    assert (top["ttft_ratio"], top["tpot_ratio"], top["ttft_over_tpot"]) == pytest.approx((0.7, 0.75, 1.0))
+    assert (top["measured_wait"], top["little"]) == pytest.approx((0.75, 0.375))
+    assert bands[0]["little"] == 0.0
+    table = slot_table(bands)
+    assert "| < 0.9 | 1 |" in table and "| 0.9–1.1 | 1 |" in table
+    assert "| ≥ 1.1 | 2 | 0.70 | 0.75 | 1.00 | 0.75 | 0.38 |" in table
 
 
 def test_closed_loop_splits_the_first_wave_from_the_steady_state() -> None:

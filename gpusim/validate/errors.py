@@ -3,6 +3,7 @@ discipline)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -100,6 +101,33 @@ def first_wave_weights(df: pd.DataFrame, by: str, min_contrast: float = 0.25) ->
     return [{"value": value, "rows": len(w), "weight_median": _stat(w, "median"),
              "weight_q25": float(w.quantile(0.25)) if len(w) else None,
              "weight_q75": float(w.quantile(0.75)) if len(w) else None} for value, w in groups]
+
+
+SLOT_EDGES = (0.9, 1.05, 1.2)
+"""Band edges of concurrency over decode slots (`slot_queueing`)."""
+
+
+def slot_queueing(df: pd.DataFrame, edges: tuple[float, ...] = SLOT_EDGES) -> list[dict]:
+    """Disaggregated rows banded by c / S, the client's concurrency over the decode slots (decode instances ×
+    their batch). A closed loop with more requests than slots keeps c − S of them waiting for a slot, by Little's
+    law each for (c / S − 1) of the time a request holds one, and the decode worker streams the first token once
+    it takes the request: above one, TTFT is mostly that wait, set by the decode step, so its error should follow
+    TPOT's. Per band: rows; the medians of TTFT and of TPOT predicted / measured and of their quotient; the
+    measured TTFT in request decode times, TTFT / (OSL · TPOT); and Little's bound, max(0, c / S − 1)."""
+    ok = df[df["predicted"] & (df["mode"] == "disagg")]
+    c_per_slot = pd.to_numeric(ok["concurrency"]) / pd.to_numeric(ok["decode_slots"])
+    ttft = ok["predicted_ttft"] / ok["measured_ttft"]
+    tpot = ok["predicted_tpot"] / ok["measured_tpot"]
+    wait = ok["measured_ttft"] / (ok["osl"] * ok["measured_tpot"])
+    bounds = (-math.inf, *edges, math.inf)
+    out = []
+    for lo, hi in itertools.pairwise(bounds):
+        band = (c_per_slot >= lo) & (c_per_slot < hi)
+        out.append({"low": lo, "high": hi, "rows": int(band.sum()), "ttft_ratio": _stat(ttft[band], "median"),
+                    "tpot_ratio": _stat(tpot[band], "median"), "ttft_over_tpot": _stat((ttft / tpot)[band], "median"),
+                    "measured_wait": _stat(wait[band], "median"),
+                    "little": _stat((c_per_slot[band] - 1).clip(lower=0), "median")})
+    return out
 
 
 def target_status(df: pd.DataFrame, keys: dict[str, list[str]], targets: dict[str, float],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -46,6 +47,24 @@ def first_wave_table(weights: list[dict]) -> str:
     lines += [f"| {w['value']} | {w['rows']} | {w['weight_median']:.2f} | {w['weight_q25']:.2f}–{w['weight_q75']:.2f} |"
               for w in weights if w["rows"]]
     return "\n".join(lines)
+
+
+def slot_table(bands: list[dict]) -> str:
+    """Markdown rows of `slot_queueing`: one per band of concurrency over decode slots."""
+    lines = ["| c / slots | rows | TTFT predicted / measured | TPOT predicted / measured | TTFT ratio / TPOT ratio "
+             "| measured TTFT / (OSL · TPOT) | Little's bound, c / S − 1 |", "|---|---|---|---|---|---|---|"]
+    for b in bands:
+        if not b["rows"]:
+            continue
+        lo, hi = b["low"], b["high"]
+        label = f"< {hi:g}" if lo == -math.inf else f"≥ {lo:g}" if hi == math.inf else f"{lo:g}–{hi:g}"
+        cells = [_num(b[k]) for k in ("ttft_ratio", "tpot_ratio", "ttft_over_tpot", "measured_wait", "little")]
+        lines.append(f"| {label} | {b['rows']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def target_table(targets: dict) -> str:
@@ -188,6 +207,14 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
                   "predicted first wave is distinguishable from the steady state (≥ 25% above it), the "
                   "measured mean implies w = (measured − steady) / (first − steady), both predicted:", "",
                   first_wave_table(summary["first_wave"]), ""]
+    if any(b["rows"] for b in summary.get("slot_queueing") or ()):
+        lines += ["## Disaggregated TTFT: waiting for a decode slot", "",
+                  "Disaggregated rows by c / S, the concurrency over the decode slots the case runs (decode "
+                  "instances × their batch). With more requests than slots a closed loop keeps c − S waiting, "
+                  "each (Little's law) for c / S − 1 of a request's decode time, and the decode worker streams "
+                  "the first token once it takes the request; there TTFT is set by the decode step, and a TTFT "
+                  "ratio near the TPOT ratio says the TTFT error is the TPOT error carried over. Medians:", "",
+                  slot_table(summary["slot_queueing"]), ""]
     lines += ["## Scatter plots", ""]
     for kind in _KINDS_PLOTTED:
         column = PARTITIONS[kind][0]
@@ -200,4 +227,4 @@ def write_report(out: Path, table: pd.DataFrame, summary: dict, title: str, comm
 
 
 __all__ = ["first_wave_table", "front_table", "generation_table", "partition_table", "scatter", "scatter_table",
-           "target_table", "write_report"]
+           "slot_table", "target_table", "write_report"]

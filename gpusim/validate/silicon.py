@@ -79,6 +79,7 @@ from gpusim.validate.errors import (
     partition_errors,
     repeat_scatter,
     scatter_stats,
+    slot_queueing,
     target_status,
 )
 from gpusim.validate.fronts import FRONT_BLIND, front_summary
@@ -533,7 +534,9 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
     t["front_setup"] = _setup_keys(rows, FRONT_BLIND).str.rsplit("|c", n=1).str[0].to_numpy()
     t["concurrency"] = [row_concurrency(r) for r in rows.to_dict("records")]
     t["osl"] = rows["osl"].astype(int).to_numpy()
-    t["gpus"] = [_row_gpus(r) for r in rows.to_dict("records")]
+    pools = [_row_pools(r) for r in rows.to_dict("records")]
+    t["gpus"] = [gpus for gpus, _ in pools]
+    t["decode_slots"] = [slots for _, slots in pools]
     sample = rows if sample is None else sample
     setup = _setup_keys(sample)
     for m, col in zip(METRICS, ("silicon_ttft_ms", "silicon_tpot_ms"), strict=True):
@@ -542,12 +545,16 @@ def scored_table(rows: pd.DataFrame, predictions: pd.DataFrame, sample: pd.DataF
     return t
 
 
-def _row_gpus(row: Mapping) -> int | None:
-    """GPUs the row's case runs on (every pool's instances), None where it has no case."""
+def _row_pools(row: Mapping) -> tuple[int | None, int | None]:
+    """GPUs the row's case runs on (every pool's instances) and, disaggregated, its decode slots (decode instances ×
+    their batch); None where it has no case (or no decode pool)."""
     try:
-        return sum(d.gpus_per_instance * (d.instances or 1) for _, d in roles(row_case(row).deployment))
+        pools = roles(row_case(row).deployment)
     except (Unsupported, InputError, ValueError):
-        return None
+        return None, None
+    decode = dict(pools).get("decode")
+    slots = (decode.instances or 1) * decode.max_batch_size if decode is not None else None
+    return sum(d.gpus_per_instance * (d.instances or 1) for _, d in pools), slots
 
 
 _NOT_SETUP = ("id", "silicon_data_source", "silicon_ttft_ms", "silicon_tpot_ms")
@@ -576,6 +583,7 @@ def summarize_table(table: pd.DataFrame) -> dict:
         "partitions": partition_errors(table, PARTITIONS, METRICS),
         "measurement_scatter": scatter_stats(table, SCATTER_PARTITIONS, METRICS),
         "first_wave": first_wave_weights(table[table["mode"] == "agg"], "backend"),
+        "slot_queueing": slot_queueing(table),
         "generations": generation_ratios(table),
         "fronts": front_summary(table),
         "targets": {"mape": TARGETS, "min_rows": TARGET_MIN_ROWS,
