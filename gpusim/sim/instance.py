@@ -125,6 +125,7 @@ class Instance:
         self.env.timeout(delay).callbacks.append(lambda _: self._onboard_all(batch))
 
     def _onboard_all(self, batch: list[Request]) -> None:
+        """Onboard requests dispatched together, in the order they were submitted."""
         if batch is self._incoming:
             self._incoming = []
         for req in batch:

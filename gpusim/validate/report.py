@@ -19,6 +19,10 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
 def partition_table(partitions: list[dict], kinds: tuple[str, ...] | None = None) -> str:
     """Markdown rows: kind, value, predicted/rows, TTFT and TPOT MAPE, median APE and bias."""
     lines = ["| partition | value | predicted / rows | TTFT MAPE | TTFT median | TTFT bias | TPOT MAPE | "
@@ -61,10 +65,6 @@ def slot_table(bands: list[dict]) -> str:
         cells = [_num(b[k]) for k in ("ttft_ratio", "tpot_ratio", "ttft_over_tpot", "measured_wait", "little")]
         lines.append(f"| {label} | {b['rows']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def target_table(targets: dict) -> str:
