@@ -15,7 +15,7 @@ class Request:
     """
 
     __slots__ = ("answer_hashed", "computed", "ctx_join", "epoch", "generated", "hashes", "id", "join_step", "load",
-                 "output", "pinned", "prompt", "rank", "shared")
+                 "output", "pinned", "prompt", "prompt_hashes", "rank", "shared")
 
     def __init__(self, rid: int, prompt: int, output: int, hashes: tuple[int, ...] | None = None,
                  answer_hashed: bool = False) -> None:
@@ -25,6 +25,8 @@ class Request:
         self.hashes = hashes
         self.answer_hashed = answer_hashed
         """`hashes` run on over the blocks the answer fills (`Workload.answer_hashed`)."""
+        self.prompt_hashes: tuple[int, ...] = hashes[:-(-prompt // PREFIX_BLOCK_TOKENS)] if hashes else ()
+        """Hashes of the prompt's blocks, which prefix-cache lookups use (routers ask once per instance)."""
         self.generated = 0
         self.computed = 0
         self.shared = 0
@@ -39,11 +41,6 @@ class Request:
         """Attention-DP rank holding this request's KV."""
         self.load = 0
         """Work this request added to its instance's routing load."""
-
-    @property
-    def prompt_hashes(self) -> tuple[int, ...]:
-        """Hashes of the prompt's blocks (`hashes` may run on over the blocks the answer fills)."""
-        return self.hashes[:-(-self.prompt // PREFIX_BLOCK_TOKENS)] if self.hashes else ()
 
     def kept_blocks(self, ctx: float) -> int:
         """Leading hashed blocks full at `ctx` KV tokens, which a prefix cache may keep: the prompt's full blocks,
