@@ -562,6 +562,7 @@ def test_an_mlperf_validation_writes_each_search_as_it_finishes_and_resumes(tmp_
     first = validate_mlperf(csv, duration_s=20, out=out, progress=lines.append)
     log = (out / "searches.jsonl").read_text().splitlines()
     assert len(log) == 2 and any("[2/2" in s for s in lines)
+    assert [json.loads(line)["key"].split("|")[2] for line in log] == ["2", "1"]  # the larger search first
     (out / "searches.jsonl").write_text(log[0] + "\n" + log[1][: len(log[1]) // 2])  # killed while writing the 2nd
     searched = []
     real = vm.find_best
