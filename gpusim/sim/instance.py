@@ -244,9 +244,10 @@ class Instance:
             done = n
         else:
             start = env.now
-            self._wake = env.event()
+            wake = self._wake = env.event()  # set by an arrival (`_poke`) or by the span's end, whichever is first
             timer = env.timeout(total)
-            yield timer | self._wake
+            timer.callbacks.append(lambda _: wake.triggered or wake.succeed())
+            yield wake
             self._wake = None
             done = n
             if not timer.processed:
