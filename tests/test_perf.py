@@ -564,3 +564,30 @@ def test_trtllm_all_to_all_has_a_fixed_time_per_call_inside_the_nvlink_domain() 
                         Deployment(tp=16, ep=16, attention_dp=True, weights="fp4", activations="fp4"))
     across = two.breakdown(one_token).by_op["ep_dispatch"] / layers
     assert across == pytest.approx(sw.alltoall_scaleout_hop_latency_us.value * 4 * 1e-6, rel=0.03)
+
+
+@pytest.mark.parametrize("hw, model, dep", [
+    ("gb300-nvl72", "deepseek-r1", Deployment(weights="fp4", tp=8, ep=8, attention_dp=True, software="trtllm-v5.1",
+                                              mtp={"depth": 3, "acceptance": (0.85, 0.7, 0.6)},
+                                              frontend="http")),
+    ("b200-hgx", "llama2-70b", Deployment(weights="fp8", tp=2)),
+    ("b200-hgx", "llama2-70b", Deployment(weights="fp4", mtp={"depth": 2, "acceptance": (0.8, 0.6)})),  # TDP binds
+    ("h100-hgx", "gpt-oss-120b", Deployment(tp=4, frontend="http")),
+])
+def test_a_generation_step_costs_the_same_from_its_cached_parts_as_costed_whole(hw, model, dep) -> None:
+    """`step_time` reads a generation-only step's context-free parts from a cache; the seconds must equal the
+    whole step's (`_any_step_time`) to the bit, with CUDA-graph padding, MTP, attention DP, the power limit and
+    host work, and the second call (from the cache) must equal the first."""
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+
+    cm = StepCostModel(load_hardware(hw), load_model(model), dep)
+    rng = __import__("random").Random(7)
+    for _ in range(300):
+        seqs = rng.randint(1, 2048)
+        rank = rng.randint(1, seqs) if dep.attention_dp and rng.random() < 0.8 else 0
+        b = BatchShape(decode_seqs=seqs, decode_context=seqs * rng.uniform(10, 9000),
+                       attn_rank_context=rank * rng.uniform(10, 9000), attn_rank_seqs=rank)
+        whole = cm._any_step_time(b)
+        assert cm.step_time(b) == whole and cm.step_time(b) == whole
+    assert cm._generation_cache  # the generation-only path was taken

@@ -124,6 +124,8 @@ class StepCostModel:
         """Seconds of the ops split over attention-DP ranks, per token count of the busiest rank."""
         self._lm_cache: dict[int, OpTime] = {}
         """The LM head's time per sampled rows."""
+        self._generation_cache: dict[tuple[int, int], tuple[int, int, float, float, float, float, float]] = {}
+        """`_generation_parts` per (decode sequences, busiest rank's sequences)."""
 
         a = self.ops.attention
         self._full_layers = a.full_layers
@@ -240,7 +242,37 @@ class StepCostModel:
 
     # ---- the interface ----------------------------------------------------------------------
     def step_time(self, b: BatchShape) -> float:
-        """Seconds for one step of one instance (hot path: a dict lookup and a few float operations)."""
+        """Seconds for one step of one instance (hot path). A step that only generates reads what does not depend on
+        its context from a cache per (sequences, busiest rank's sequences), `_generation_parts`, and adds its
+        attention; any other step is costed whole (`_any_step_time`). Both give the same seconds to the bit."""
+        if b.prefill_tokens or b.prefill_seqs or not b.decode_seqs:
+            return self._any_step_time(b)
+        key = (b.decode_seqs, b.attn_rank_seqs)
+        parts = self._generation_cache.get(key)
+        if parts is None:
+            parts = self._generation_cache[key] = self._generation_parts(b)
+        seqs, rank_seqs, s, draft, j, draft_j, host = parts
+        s += self._decode_attention(seqs, b.decode_context, rank_seqs, b.attn_rank_context) + self._attn_launch
+        s += draft
+        if self._joules:
+            j += self._decode_kv(seqs, b.decode_context, rank_seqs, b.attn_rank_context) * self._kv_j
+            s = max(s, (j + draft_j) / self._power_w)
+        return s + host
+
+    def _generation_parts(self, b: BatchShape) -> tuple[int, int, float, float, float, float, float]:
+        """What a step that only generates costs apart from its context: its sequences and busiest rank's as its
+        kernels run them (`_graph_batch`), the seconds before attention (`_before_attention`), MTP drafting, the
+        joules of both and the host work."""
+        p = self._graph_batch(b)
+        t, rank_t = self._step_tokens(p)
+        draft = self._draft(p.decode_seqs) if self._depth else 0.0
+        j = self._joules_before_attention(p, t, rank_t) if self._joules else 0.0
+        draft_j = self._draft_joules(p.decode_seqs) if self._joules and self._depth else 0.0
+        host = self._host_time(b.decode_seqs) if self._host_seq else 0.0
+        return p.decode_seqs, p.attn_rank_seqs, self._before_attention(p, t, rank_t), draft, j, draft_j, host
+
+    def _any_step_time(self, b: BatchShape) -> float:
+        """`step_time` of any step, costed whole."""
         seqs = b.decode_seqs + b.prefill_seqs
         b = self._graph_batch(b)
         t, rank_t = self._step_tokens(b)
@@ -253,36 +285,49 @@ class StepCostModel:
             s += self._host_time(seqs)
         return s
 
-    def _gpu_time(self, b: BatchShape, t: int, rank_t: int) -> float:
-        """The step's kernels and fixed overheads at full clocks (no power limit, no host work); `rank_t` tokens on
-        the busiest attention-DP rank."""
+    def _before_attention(self, b: BatchShape, t: int, rank_t: int) -> float:
+        """The T-dependent ops, the fixed overheads and the LM head: the step's kernels but attention and drafting."""
         s = self._tokens_time(t, rank_t) + self._step_overhead
         r = b.decode_seqs * self._verify + b.prefill_seqs
         if r:
             lm = self._lm_head(r)
             s += lm.seconds + lm.launch
+        return s
+
+    def _gpu_time(self, b: BatchShape, t: int, rank_t: int) -> float:
+        """The step's kernels and fixed overheads at full clocks (no power limit, no host work); `rank_t` tokens on
+        the busiest attention-DP rank."""
+        s = self._before_attention(b, t, rank_t)
         if b.prefill_attn_pairs:
             s += self._prefill_attention(b) + self._prefill_attn_launch
         if b.decode_seqs:
-            s += self._decode_attention(b) + self._attn_launch
+            s += self._decode_attention(b.decode_seqs, b.decode_context, b.attn_rank_seqs,
+                                        b.attn_rank_context) + self._attn_launch
             if self._depth:
                 s += self._draft(b.decode_seqs)
         return s
 
     # ---- the power limit --------------------------------------------------------------------------
+    def _joules_before_attention(self, b: BatchShape, t: int, rank_t: int) -> float:
+        """Tensor-core joules of the T-dependent ops and the LM head on the busiest GPU."""
+        j = t * self._token_j + rank_t * self._rank_token_j
+        return j + (b.decode_seqs * self._verify + b.prefill_seqs) * self._lm_j
+
+    def _draft_joules(self, seqs: int) -> float:
+        """Tensor-core joules of MTP drafting over `seqs` decode rows."""
+        layer = (seqs * self._token_j + self._busiest(seqs, seqs) * self._rank_token_j) / self._layers
+        return self._depth * (layer + seqs * self._lm_j)
+
     def _step_joules(self, b: BatchShape, t: int, rank_t: int) -> float:
         """Tensor-core energy of a step on the busiest GPU: each kernel's FLOPs times joules per FLOP of its
         precision (GEMMs, experts, LM head, attention, MTP drafting)."""
-        j = t * self._token_j + rank_t * self._rank_token_j
-        j += (b.decode_seqs * self._verify + b.prefill_seqs) * self._lm_j
+        j = self._joules_before_attention(b, t, rank_t)
         if b.prefill_attn_pairs:
             j += self._attention_work(b.prefill_attn_pairs, b.prefill_tokens, b.prefill_seqs or 1) * self._pair_j
         if b.decode_seqs:
-            j += self._decode_kv(b) * self._kv_j
+            j += self._decode_kv(b.decode_seqs, b.decode_context, b.attn_rank_seqs, b.attn_rank_context) * self._kv_j
             if self._depth:
-                seqs = b.decode_seqs
-                layer = (seqs * self._token_j + self._busiest(seqs, seqs) * self._rank_token_j) / self._layers
-                j += self._depth * (layer + seqs * self._lm_j)
+                j += self._draft_joules(b.decode_seqs)
         return j
 
     def _host_time(self, seqs: int) -> float:
@@ -313,22 +358,23 @@ class StepCostModel:
             linear = self._linear_token_s * self._busiest(b.prefill_tokens, b.prefill_seqs or 1)
         return pairs * pair_s + linear
 
-    def _decode_attention(self, b: BatchShape) -> float:
+    def _decode_attention(self, seqs: int, context: float, rank_seqs: int, rank_context: float) -> float:
         """Σ layers · KV tokens read · seconds per KV token; sliding layers cap at seqs · window;
-        linear-attention layers read and write a fixed state per sequence.
-        With attention DP the busiest rank's context sets the time when the engine tracks ranks."""
-        kv = self._decode_kv(b)
-        if self._dp > 1 and b.attn_rank_seqs:
-            kv_s = self._kv_rate(b.attn_rank_seqs, b.attn_rank_context / b.attn_rank_seqs)
-            return kv * kv_s + b.attn_rank_seqs * self._state_s
-        kv_s = self._kv_rate(-(-b.decode_seqs // self._dp), b.decode_context / b.decode_seqs)
-        return kv * kv_s + self._busiest(b.decode_seqs, b.decode_seqs) * self._state_s
+        linear-attention layers read and write a fixed state per sequence. `seqs` decode sequences read `context`
+        KV tokens; with attention DP the busiest rank's (`rank_seqs`, `rank_context`) set the time when the engine
+        tracks ranks (`rank_seqs` > 0)."""
+        kv = self._decode_kv(seqs, context, rank_seqs, rank_context)
+        if self._dp > 1 and rank_seqs:
+            kv_s = self._kv_rate(rank_seqs, rank_context / rank_seqs)
+            return kv * kv_s + rank_seqs * self._state_s
+        kv_s = self._kv_rate(-(-seqs // self._dp), context / seqs)
+        return kv * kv_s + self._busiest(seqs, seqs) * self._state_s
 
-    def _decode_kv(self, b: BatchShape) -> float:
+    def _decode_kv(self, seqs: int, context: float, rank_seqs: int, rank_context: float) -> float:
         """KV tokens the busiest GPU's decode attention reads over all layers (sliding layers capped)."""
-        if self._dp > 1 and b.attn_rank_seqs:
-            return self._attention_work(b.attn_rank_context, b.attn_rank_seqs, 1)
-        return self._attention_work(b.decode_context, b.decode_seqs, b.decode_seqs)
+        if self._dp > 1 and rank_seqs:
+            return self._attention_work(rank_context, rank_seqs, 1)
+        return self._attention_work(context, seqs, seqs)
 
     def _busiest(self, work: float, seqs: int) -> float:
         """The share of `work` (spread over `seqs` sequences) on the busiest attention-DP rank."""
@@ -361,7 +407,8 @@ class StepCostModel:
         if b.prefill_attn_pairs:
             items.append(("attention_prefill", self._prefill_attention(b), "compute", self._prefill_attn_launch))
         if b.decode_seqs:
-            items.append(("attention_decode", self._decode_attention(b), self._decode_bound, self._attn_launch))
+            attention = self._decode_attention(b.decode_seqs, b.decode_context, b.attn_rank_seqs, b.attn_rank_context)
+            items.append(("attention_decode", attention, self._decode_bound, self._attn_launch))
             if self._depth:
                 items.append(("mtp_draft", self._draft(b.decode_seqs), "compute", 0.0))
         for name, sec, bound, launch in items:
