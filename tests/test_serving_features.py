@@ -147,7 +147,8 @@ def test_attention_ranks_balance_and_report_the_busiest():
     assert a != b
     assert ranks.busiest(step=5) == (1005, 1)
     ranks.leave(a, 1005, step=5)
-    assert ranks.busiest(step=5) == (15, 1)
+    assert ranks.busiest(step=5) == (15, 1)  # asked again at the same step: what changed since counts
+    assert ranks.join(2000, step=5) == a and ranks.busiest(step=5) == (2000, 1)
 
 
 def test_attention_dp_instance_passes_the_busiest_rank_to_the_cost_model():

@@ -18,12 +18,15 @@ class AttentionRanks:
         self.seqs = [0] * ranks
         self.base = [0.0] * ranks
         self.ref = [0] * ranks
+        self._seen: tuple[int, tuple[float, int]] | None = None
+        """(step, `busiest` at it) as last computed: a span asks twice at its first step (cleared on join and leave)."""
 
     def _settle(self, r: int, step: int) -> None:
         self.base[r] += self.seqs[r] * self.rate * (step - self.ref[r])
         self.ref[r] = step
 
     def join(self, ctx: float, step: int) -> int:
+        self._seen = None
         seqs = self.seqs
         r = seqs.index(min(seqs))
         self._settle(r, step)
@@ -32,6 +35,7 @@ class AttentionRanks:
         return r
 
     def leave(self, r: int, ctx: float, step: int) -> None:
+        self._seen = None
         self._settle(r, step)
         self.seqs[r] -= 1
         self.base[r] -= ctx
@@ -41,13 +45,18 @@ class AttentionRanks:
         step's rank context grows linearly (at least 1; inf when none can overtake it): a rank with more
         sequences overtakes it after (context gap) / (sequences more · rate) steps."""
         ctx = self._contexts(step)
-        c, q = self._top(ctx)
+        c, q = top = self._top(ctx)
+        self._seen = step, top
         gaps = [(c - x) / (s - q) for x, s in zip(ctx, self.seqs, strict=True) if s > q]
         return max(1, math.ceil(min(gaps) / self.rate)) if gaps else math.inf
 
     def busiest(self, step: int) -> tuple[float, int]:
         """(decode context, sequences) of the rank with the most context at decode step `step`."""
-        return self._top(self._contexts(step))
+        if self._seen is not None and self._seen[0] == step:
+            return self._seen[1]
+        top = self._top(self._contexts(step))
+        self._seen = step, top
+        return top
 
     def _contexts(self, step: int) -> list[float]:
         rate = self.rate
