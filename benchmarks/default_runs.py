@@ -3,6 +3,7 @@ the wall time and peak memory of the command a user types (target: within a minu
 
     python benchmarks/default_runs.py            # the table on stdout
     python benchmarks/default_runs.py --write    # and in docs/speed.md, between its `default-runs` markers
+    python benchmarks/default_runs.py --json > runs.json; python benchmarks/default_runs.py --from runs.json --write
 
 Each run is `gpusim run --hardware H --benchmark B --scenario S --json` with nothing else (Server adds `--qps`: the
 shipped searched peak of the system's default deployment, `hardware_profiles/defaults/`, scaled to its GPUs as
@@ -138,18 +139,29 @@ def write(doc: Path, text: str) -> None:
     doc.write_text(f"{head}{MARKERS[0]}\n{text}\n{MARKERS[1]}{tail}")
 
 
+def measure_all(names: list[str]) -> list[dict]:
+    """`measure` every benchmark and scenario on each of the systems `names`, one run at a time (each row on stderr
+    as it finishes)."""
+    rows = []
+    for hw in names:
+        for bench in BENCHMARKS:
+            for scenario in SCENARIOS:
+                rows.append(measure(hw, bench, scenario))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write", action="store_true", help="also replace the table in docs/speed.md")
     parser.add_argument("--systems", help="comma-separated system profiles (default: every shipped one)")
+    parser.add_argument("--from", dest="saved", type=Path, help="a saved --json measurement to write, not re-run")
     args = parser.parse_args()
-    rows = []
-    for hw in args.systems.split(",") if args.systems else systems():
-        for bench in BENCHMARKS:
-            for scenario in SCENARIOS:
-                rows.append(measure(hw, bench, scenario))
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.saved:
+        rows = json.loads(args.saved.read_text())
+    else:
+        rows = measure_all(args.systems.split(",") if args.systems else systems())
     if args.json:
         print(json.dumps(rows, indent=2))
         return
