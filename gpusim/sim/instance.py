@@ -134,7 +134,10 @@ class Instance:
     def _onboard(self, req: Request) -> None:
         """Queue a new request; one whose context lies in a lower KV tier first waits for it to be read back into
         HBM (`gpusim/sim/kvtiers.py`), as a KV connector loads it before the scheduler takes the request."""
-        resident, tiers = self.prefix.find(req.prompt_hashes) if self.prefix is not None and req.hashes else (0, [])
+        if self.prefix is None or not req.hashes:
+            self._enqueue(req)
+            return
+        resident, tiers = self.prefix.find(req.prompt_hashes)
         if not tiers:
             self._enqueue(req)
             return
