@@ -117,7 +117,7 @@ def markdown(rows: list[dict]) -> str:
              f"{TARGET_S:.0f} s and {TARGET_MB / 1024:.0f} GB. Slowest: {slow['hardware']} {slow['benchmark']} "
              f"{slow['scenario']}, {slow['wall_s']:,.1f} s; largest: {big['hardware']} {big['benchmark']} "
              f"{big['scenario']}, {big['peak_rss_mb']:,} MB.", "",
-             "| system | benchmark | scenario | wall s | peak RSS MB | requests | load before | target |",
+             "| system | benchmark | scenario | wall s | peak RSS MB | requests reported | load before | target |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r in skipped:
