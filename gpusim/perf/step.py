@@ -24,8 +24,10 @@ carries its class's fixed time (GEMM, MoE, attention, collective), which replace
 `kernel_launch_us` where the profile sets one.
 The T-part (GEMMs, MoE, collectives, launches) is cached per T; attention is linear in the causal
 pairs (prefill), KV tokens read (decode) and, for sliding-window layers, capped by the window, so
-it costs a handful of float operations. The LM head's roofline is closed-form in R because the GEMM
-shape curve eff(m) = eff_max · m/(m + m_half) makes its compute time linear in m.
+it costs a handful of float operations. A step that only generates (most of a run's) reads all but its
+attention from a cache per (sequences, busiest rank's sequences), the same seconds to the bit. The LM head's
+roofline is closed-form in R because the GEMM shape curve eff(m) = eff_max · m/(m + m_half) makes its compute
+time linear in m.
 
 CUDA graphs: where the profile captures only some decode batch sizes (`SoftwareProfile.graph_batches`), a step
 that only generates runs padded to the next captured size per attention-DP rank (every rank to the busiest
