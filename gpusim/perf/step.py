@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops
 from gpusim.perf.timer import KernelTimer, OpTime, RooflineTimer, TimingContext
@@ -75,6 +76,22 @@ class BatchShape:
     """Attention DP: decode context of the busiest rank (0: assume an even split, ceil(seqs / dp))."""
     attn_rank_seqs: int = 0
     """Attention DP: decode sequences of that rank."""
+
+
+class GenerationParts(NamedTuple):
+    """What a step that only generates costs apart from its context (`StepCostModel._generation_parts`)."""
+
+    seqs: int
+    """Decode sequences as the kernels run them (padded to a captured CUDA graph)."""
+    rank_seqs: int
+    """The busiest attention-DP rank's, likewise (0: an even split)."""
+    before_s: float
+    """Seconds of the T-dependent ops, overheads and LM head (`_before_attention`)."""
+    draft_s: float
+    joules: float
+    """Tensor-core joules of the same ops (`_joules_before_attention`; 0 without a power limit)."""
+    draft_joules: float
+    host_s: float
 
 
 @dataclass(frozen=True)
@@ -126,7 +143,7 @@ class StepCostModel:
         """Seconds of the ops split over attention-DP ranks, per token count of the busiest rank."""
         self._lm_cache: dict[int, OpTime] = {}
         """The LM head's time per sampled rows."""
-        self._generation_cache: dict[tuple[int, int], tuple[int, int, float, float, float, float, float]] = {}
+        self._generation_cache: dict[tuple[int, int], GenerationParts] = {}
         """`_generation_parts` per (decode sequences, busiest rank's sequences)."""
 
         a = self.ops.attention
@@ -261,7 +278,7 @@ class StepCostModel:
             s = max(s, (j + draft_j) / self._power_w)
         return s + host
 
-    def _generation_parts(self, b: BatchShape) -> tuple[int, int, float, float, float, float, float]:
+    def _generation_parts(self, b: BatchShape) -> GenerationParts:
         """What a step that only generates costs apart from its context: its sequences and busiest rank's as its
         kernels run them (`_graph_batch`), the seconds before attention (`_before_attention`), MTP drafting, the
         joules of both and the host work."""
@@ -271,7 +288,8 @@ class StepCostModel:
         j = self._joules_before_attention(p, t, rank_t) if self._joules else 0.0
         draft_j = self._draft_joules(p.decode_seqs) if self._joules and self._depth else 0.0
         host = self._host_time(b.decode_seqs) if self._host_seq else 0.0
-        return p.decode_seqs, p.attn_rank_seqs, self._before_attention(p, t, rank_t), draft, j, draft_j, host
+        return GenerationParts(p.decode_seqs, p.attn_rank_seqs, self._before_attention(p, t, rank_t), draft, j, draft_j,
+                               host)
 
     def _any_step_time(self, b: BatchShape) -> float:
         """`step_time` of any step, costed whole."""
