@@ -1,8 +1,11 @@
-"""Map a function over jobs in worker processes, or in this one when one worker (or one job) will do."""
+"""Map a function over jobs in worker processes, or in this one when one worker (or one job) will do; run one
+piece of work in a forked copy of this process (`in_forked_copy`)."""
 
 from __future__ import annotations
 
 import os
+import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -102,4 +105,31 @@ def parallel_imap(fn: Callable[[Job], Out], jobs: Iterable[Job], workers: int) -
             yield futures[f], f.result()
 
 
-__all__ = ["dask_client", "parallel_imap", "parallel_map", "worker_pool"]
+CAN_FORK = sys.platform.startswith("linux")
+"""Whether `in_forked_copy` can work: a fork copies the process cheaply and safely enough on Linux."""
+
+
+def in_forked_copy(work: Callable[[], Out]) -> Out | None:
+    """`work()` done in a forked copy of this process (which may change its own state freely: this one's stays as
+    it was), its result pickled back; None where the copy failed, so that the caller can do it the plain way."""
+    if not CAN_FORK:
+        return None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: do the work, hand it back, and leave without running any of the parent's exit code
+        os.close(read)
+        code = 1
+        try:
+            with os.fdopen(write, "wb") as out:
+                pickle.dump(work(), out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as got:
+        data = got.read()
+    _, status = os.waitpid(pid, 0)
+    return pickle.loads(data) if os.waitstatus_to_exitcode(status) == 0 and data else None
+
+
+__all__ = ["CAN_FORK", "dask_client", "in_forked_copy", "parallel_imap", "parallel_map", "worker_pool"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -23,9 +24,10 @@ from gpusim.loadgen.metrics import SERVER_LIKE, summarize
 from gpusim.loadgen.result import result_fields
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
+from gpusim.parallel import CAN_FORK, in_forked_copy
 from gpusim.perf.step import StepCostModel
 from gpusim.perf.table_step import TableTimer
-from gpusim.sim.cluster import SimStats
+from gpusim.sim.cluster import Cluster, SimStats
 from gpusim.sim.records import Records
 from gpusim.specs.benchmark import BenchmarkSpec, LatencyLimits
 from gpusim.specs.experiment import RunSpec
@@ -125,18 +127,27 @@ def _invalid_stop(setup: Setup, spec: RunSpec, workload: Workload, wanted: bool)
 
 def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -> Result:
     """A Server-like run at `spec.qps` for its duration, simulated only as far as its p99s and steady rate need
-    (`run_length.converged_server`); the whole run when they need most of it."""
+    (`run_length.converged_server`); the whole run when they need most of it. Where the whole run may be the
+    answer, it is built first and each prefix is judged from it (`_prefix_from_whole`), so that it is not simulated
+    again from the start when no prefix will do."""
     walls: list[float] = []
     duration = spec.duration_s or setup.bench.min_duration_s
+    whole = _whole_in_waiting(setup, spec, duration, stop_when_invalid)
 
     def prefix(n: int) -> tuple[pd.DataFrame, TokenCount, bool, tuple]:
         workload = scenarios.server(setup.bench, spec.qps, spec.seed, samples=n)
         stop = _invalid_stop(setup, spec, workload, stop_when_invalid)
-        records, stats, wall = setup.simulate(workload, stop)
+        judged = _prefix_from_whole(whole[1], n) if whole is not None else None
+        records, stats, wall = judged if judged is not None else setup.simulate(workload, stop)
         walls.append(wall)
         return records, _produced(stats, records), stats.stopped_s is not None, (workload, records, stats, stop)
 
     found = run_length.converged_server(setup.bench, spec.qps, duration, spec.seed, prefix)
+    if found is None and whole is not None:  # the whole run goes on from where the last prefix left it
+        workload, cluster = whole
+        started = time.perf_counter()
+        records = cluster.run().frame()
+        return result_of(setup, spec, workload, records, cluster.stats(), time.perf_counter() - started + sum(walls))
     if found is None:
         result = whole_run(setup, spec, lambda: spec.qps, stop_when_invalid)
         result.summary["wall_s"] += sum(walls)
@@ -144,6 +155,33 @@ def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -
     (workload, records, stats, stop), how = found
     how.weigh(records)
     return result_of(setup, spec, workload, records, stats, sum(walls), stop, length=how)
+
+
+def _whole_in_waiting(setup: Setup, spec: RunSpec, duration_s: float, stop_when_invalid: bool
+                      ) -> tuple[Workload, Cluster] | None:
+    """The whole run, built and not started, where a prefix may give way to it (more arrivals than a run simulates
+    whole outright, at most `run_length.WHOLE_MOST`) and its prefixes can be judged from it (a run not stopped
+    once doomed, on a system that forks: `parallel.in_forked_copy`); None elsewhere."""
+    total = run_length.server_arrivals(setup.bench.server_min_query_count, spec.qps, duration_s)
+    if (stop_when_invalid or spec.samples is not None or not CAN_FORK
+            or not run_length.MAX_SIMULATED < total <= run_length.WHOLE_MOST):
+        return None
+    workload = build_workload(spec, setup.bench, lambda: spec.qps)
+    return workload, setup.cluster(workload)
+
+
+def _prefix_from_whole(cluster: Cluster, n: int) -> tuple[pd.DataFrame, SimStats, float] | None:
+    """The run of the whole run's first `n` arrivals alone, as `Setup.simulate` gives it: `cluster` (the whole run)
+    goes on to the `n`th arrival, which is where the two runs part, and a forked copy of it issues no more and
+    drains; `cluster` stays paused there, ready to go on. None where the copy failed."""
+    started = time.perf_counter()
+    cluster.run_until_issued(n)
+
+    def drained() -> tuple[pd.DataFrame, SimStats]:
+        return cluster.drain().frame(), cluster.stats()
+
+    judged = in_forked_copy(drained)
+    return None if judged is None else (*judged, time.perf_counter() - started)
 
 
 def converged_offline_run(setup: Setup, spec: RunSpec, samples: int) -> Result:

@@ -289,3 +289,21 @@ def test_requests_dispatched_together_reach_their_instance_together_in_order():
     first = cluster.records.first_token_s
     assert first[0] == pytest.approx(delay + BASE + PER_TOKEN * 100 * 4, rel=1e-12)  # the first four prefill together
     assert np.all(np.diff(first) >= 0)
+
+
+def test_a_run_paused_at_its_nth_arrival_drains_as_the_run_of_its_first_n_and_goes_on_as_the_whole():
+    wl = poisson(400, qps=40.0, seed=3)
+    first = Workload.create(wl.arrival_s[:150], wl.input_tokens[:150], wl.output_tokens[:150])
+    alone = simulate(first, instances=2).records.frame()
+    whole = simulate(wl, instances=2).records.frame()
+
+    def paused() -> Cluster:
+        cluster = Cluster([Pool("aggregated", LinearCost(), 10**7, Deployment(), 2)], wl)
+        cluster.run_until_issued(150)
+        assert cluster.issued == 150 and cluster.env.now == wl.arrival_s[149]
+        return cluster
+
+    drained = paused().drain().frame()
+    assert len(drained) == 150 and drained.equals(alone)
+    carried_on = paused().run().frame()
+    assert len(carried_on) == 400 and carried_on.equals(whole)

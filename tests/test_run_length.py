@@ -212,3 +212,25 @@ def test_a_climbing_p99_counts_as_unknown_and_a_level_one_does_not():
     k = np.arange(10)
     slope = 0.1 + 0.01 * float(((k - k.mean()) * np.array([1, -1] * 5)).sum() / ((k - k.mean()) ** 2).sum())
     assert rl.group_drift(climbing) == pytest.approx(9 * slope)
+
+
+@pytest.mark.skipif(not __import__("gpusim.parallel").parallel.CAN_FORK, reason="forks only on Linux")
+@pytest.mark.parametrize("qps, duration, decided", [(40.0, 3000.0, "converged"), (71.4, 1500.0, "every request")])
+def test_prefixes_judged_from_the_whole_run_give_the_same_run_as_prefixes_simulated_alone(monkeypatch, qps, duration,
+                                                                                          decided):
+    """Where a prefix may give way to the whole run, the whole run is built first and each prefix judged from a
+    forked copy of it (`simulation._prefix_from_whole`): a converged prefix and a whole run come out as before,
+    request for request."""
+    import gpusim.simulation as sim
+
+    monkeypatch.setattr(rl, "MAX_SIMULATED", 40_000)
+    monkeypatch.setattr(rl, "WHOLE_MOST", 200_000)
+    spec = RunSpec(hardware="h100-hgx", benchmark="llama2-70b", scenario="server", qps=qps, duration_s=duration)
+    runs = []
+    for fork in (True, False):
+        monkeypatch.setattr(sim, "CAN_FORK", fork)
+        runs.append(run_spec(spec))
+    assert decided in runs[0].summary["run_length"]["decided_by"]
+    assert runs[0].requests.equals(runs[1].requests)
+    same = ("output_tokens_per_s", "ttft_p99_s", "tpot_p99_s", "completed_requests", "run_length")
+    assert {k: runs[0].summary[k] for k in same} == {k: runs[1].summary[k] for k in same}

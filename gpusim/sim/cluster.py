@@ -111,11 +111,16 @@ class Cluster:
         self._waiting: list[int] = []
         """Sessions: awaited completions still outstanding, per request (`Workload.after`)."""
         self._children: list[list[int]] = []
+        self._started = False
+        self._closed = False
+        """No more requests are issued (`drain`)."""
+        self._pause: tuple[int, simpy.Event] | None = None
+        """(requests issued, the event that pauses the run there) for `run_until_issued`."""
 
     def run(self, stop: StopRule | None = None) -> Records:
         """Simulate until every request has completed, or until `stop(records, now)` says the run has decided
-        what it was run for (`stopped_s` is then its time)."""
-        self.env.process(self._source())
+        what it was run for (`stopped_s` is then its time). A run paused by `run_until_issued` carries on."""
+        self._start()
         if stop is None:
             self.env.run()
             return self.records
@@ -123,6 +128,25 @@ class Cluster:
         self.env.process(self._watch(stop, over))
         self.env.run(until=over)
         return self.records
+
+    def run_until_issued(self, n: int) -> None:
+        """Simulate until the workload's `n`th request has been issued, and pause there: up to that moment a run of
+        only the first `n` requests is the same run, event for event (`run` carries on, `drain` ends it there)."""
+        self._start()
+        self._pause = n, self.env.event()
+        self.env.run(until=self._pause[1])
+
+    def drain(self) -> Records:
+        """Issue no more requests, and simulate until every issued one has completed."""
+        self._closed = True
+        self._start()
+        self.env.run()
+        return self.records
+
+    def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            self.env.process(self._source())
 
     def _watch(self, stop: StopRule, over: simpy.Event) -> Generator[simpy.Event, object, None]:
         while self.records.completed < len(self.workload):
@@ -164,7 +188,11 @@ class Cluster:
                 continue
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
+            if self._closed:
+                return
             self._issue(i)
+            if self._pause is not None and i + 1 == self._pause[0]:
+                self._pause[1].succeed()
 
     def _issue(self, i: int) -> None:
         wl = self.workload
