@@ -18,7 +18,8 @@ order: the latencies of neighbouring requests move together, so the groups, not 
 independent samples) or n reaches `MAX_SIMULATED`; each stationary request then stands for
 (N - warm-up) / (stationary) issued ones (`RunLength.weigh`): LoadGen's p99s and early-stopping counts of the
 whole run, from the prefix. The skipped arrivals add their expected tokens and their (N - n) / QPS seconds of
-arrivals, as above. A prefix that cannot turn stationary with enough left to skip gives way to the whole run.
+arrivals, as above. A prefix that cannot turn stationary with enough left to skip gives way to the whole run, which
+`gpusim.simulation` keeps going from the start where it can and judges each prefix from (a forked copy of it).
 """
 
 from __future__ import annotations
