@@ -19,7 +19,7 @@ independent samples) or n reaches `MAX_SIMULATED`; each stationary request then 
 (N - warm-up) / (stationary) issued ones (`RunLength.weigh`): LoadGen's p99s and early-stopping counts of the
 whole run, from the prefix. The skipped arrivals add their expected tokens and their (N - n) / QPS seconds of
 arrivals, as above. A prefix that cannot turn stationary with enough left to skip gives way to the whole run, which
-`gpusim.simulation` keeps going from the start where it can and judges each prefix from (a forked copy of it).
+`gpusim.simulation` builds first where it can, judging each prefix from a forked copy of it.
 """
 
 from __future__ import annotations
