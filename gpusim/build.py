@@ -110,11 +110,13 @@ class Setup:
                        dispatch_overhead_s=self.frontend_s(),
                        handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode)
 
-    def simulate(self, workload: Workload, stop: StopRule | None = None) -> tuple[pd.DataFrame, SimStats, float]:
+    def simulate(self, workload: Workload, stop: StopRule | None = None, cluster: Cluster | None = None
+                 ) -> tuple[pd.DataFrame, SimStats, float]:
         """Run `workload` to completion, or until `stop` ends it (`Cluster.run`): (per-request records of the
-        completed requests, engine counters, wall seconds)."""
+        completed requests, engine counters, wall seconds). `cluster`: this setup's cluster of `workload`, already
+        built (and perhaps paused part way, `Cluster.run_until_issued`), to carry on."""
         started = time.perf_counter()
-        cluster = self.cluster(workload)
+        cluster = cluster or self.cluster(workload)
         records = cluster.run(stop).frame()
         return records, cluster.stats(), time.perf_counter() - started
 

@@ -143,13 +143,9 @@ def converged_server_run(setup: Setup, spec: RunSpec, stop_when_invalid: bool) -
         return records, _produced(stats, records), stats.stopped_s is not None, (workload, records, stats, stop)
 
     found = run_length.converged_server(setup.bench, spec.qps, duration, spec.seed, prefix)
-    if found is None and whole is not None:  # the whole run goes on from where the last prefix left it
-        workload, cluster = whole
-        started = time.perf_counter()
-        records = cluster.run().frame()
-        return result_of(setup, spec, workload, records, cluster.stats(), time.perf_counter() - started + sum(walls))
-    if found is None:
-        result = whole_run(setup, spec, lambda: spec.qps, stop_when_invalid)
+    if found is None:  # the whole run; where it was built first, it goes on from where the last prefix left it
+        result = (run_workload(setup, spec, whole[0], cluster=whole[1]) if whole is not None
+                  else whole_run(setup, spec, lambda: spec.qps, stop_when_invalid))
         result.summary["wall_s"] += sum(walls)
         return result
     (workload, records, stats, stop), how = found
@@ -163,8 +159,7 @@ def _whole_in_waiting(setup: Setup, spec: RunSpec, duration_s: float, stop_when_
     whole outright, at most `run_length.WHOLE_MOST`) and its prefixes can be judged from it (a run not stopped
     once doomed, on a system that forks: `parallel.in_forked_copy`); None elsewhere."""
     total = run_length.server_arrivals(setup.bench.server_min_query_count, spec.qps, duration_s)
-    if (stop_when_invalid or spec.samples is not None or not CAN_FORK
-            or not run_length.MAX_SIMULATED < total <= run_length.WHOLE_MOST):
+    if stop_when_invalid or not CAN_FORK or not run_length.MAX_SIMULATED < total <= run_length.WHOLE_MOST:
         return None
     workload = build_workload(spec, setup.bench, lambda: spec.qps)
     return workload, setup.cluster(workload)
@@ -217,10 +212,12 @@ def _produced(stats: SimStats, records: pd.DataFrame) -> TokenCount | None:
     return produced
 
 
-def run_workload(setup: Setup, spec: RunSpec, workload: Workload, stop: InvalidStop | None = None) -> Result:
-    """Simulate `workload` on `setup` and summarise it as a run of `spec`'s scenario (`run_setup` builds the
-    workload from the spec; a replayed trace comes ready, `Workload.at_rate`)."""
-    records, stats, wall = setup.simulate(workload, stop)
+def run_workload(setup: Setup, spec: RunSpec, workload: Workload, stop: InvalidStop | None = None,
+                 cluster: Cluster | None = None) -> Result:
+    """Simulate `workload` on `setup` (on `cluster`, its cluster already built: `Setup.simulate`) and summarise it
+    as a run of `spec`'s scenario (`run_setup` builds the workload from the spec; a replayed trace comes ready,
+    `Workload.at_rate`)."""
+    records, stats, wall = setup.simulate(workload, stop, cluster)
     return result_of(setup, spec, workload, records, stats, wall, stop)
 
 

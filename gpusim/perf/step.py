@@ -287,9 +287,8 @@ class StepCostModel:
         draft = self._draft(p.decode_seqs) if self._depth else 0.0
         j = self._joules_before_attention(p, t, rank_t) if self._joules else 0.0
         draft_j = self._draft_joules(p.decode_seqs) if self._joules and self._depth else 0.0
-        host = self._host_time(b.decode_seqs) if self._host_seq else 0.0
         return GenerationParts(p.decode_seqs, p.attn_rank_seqs, self._before_attention(p, t, rank_t), draft, j, draft_j,
-                               host)
+                               self._host_time(b.decode_seqs))
 
     def _any_step_time(self, b: BatchShape) -> float:
         """`step_time` of any step, costed whole."""

@@ -193,6 +193,7 @@ class Cluster:
             self._issue(i)
             if self._pause is not None and i + 1 == self._pause[0]:
                 self._pause[1].succeed()
+                self._pause = None
 
     def _issue(self, i: int) -> None:
         wl = self.workload
