@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpusim.specs.model import MLA, ModelSpec, MoE, load_model, model_names
+from gpusim.specs.model import MLA, ModelSpec, MoE, load_model, model_names, tokens_per_step
 
 # our id -> (reference id in ../shared/reference/model_specs.yaml, KV key in that entry)
 REFERENCE = {
@@ -85,8 +85,8 @@ def test_moe_active_below_total(name):
 
 def test_deepseek_r1_and_v3_share_architecture():
     r1, v3 = load_model("deepseek-r1"), load_model("deepseek-v3")
-    assert r1.model_dump(exclude={"id", "name", "hf_id", "source"}) == v3.model_dump(
-        exclude={"id", "name", "hf_id", "source"}
+    assert r1.model_dump(exclude={"id", "name", "hf_id", "source", "mtp_measured"}) == v3.model_dump(
+        exclude={"id", "name", "hf_id", "source", "mtp_measured"}
     )
 
 
@@ -167,3 +167,18 @@ def test_linear_attention_params_by_hand():
     m = _tiny(linear_attention=la)
     assert m.full_attention_layers == 2
     assert m.total_params - _tiny().total_params == 2 * (la.params(64) - _tiny().attention_params)
+
+
+def test_measured_tokens_per_step_scale_every_depths_acceptance_by_one_factor():
+    """Default acceptance (0.8, 0.5) yields 1 + 0.8 + 0.4 = 2.2 tokens at two drafts. Measured at one draft on
+    other prompts: 1.4 tokens, so the factor is 0.4 / 0.8 = 0.5 and the acceptance (0.4, 0.25), 1.5 tokens at two
+    drafts. Prompts without a measurement keep None."""
+    base = load_model("deepseek-r1").model_dump()
+    base.update(mtp_acceptance=[0.8, 0.5], mtp_measured=[
+        {"prompts": "p", "drafts": 1, "tokens_per_step": 1.4, "source": "hand-worked", "grade": "C"}])
+    model = ModelSpec(**base)
+    acceptance, measured = model.mtp_acceptance_on("p")
+    assert acceptance == pytest.approx([0.4, 0.25], abs=1e-9)
+    assert tokens_per_step(acceptance) == pytest.approx(1.5, abs=1e-9)
+    assert measured.source == "hand-worked"
+    assert model.mtp_acceptance_on("other prompts") is None

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from gpusim.specs.hardware import Dtype, KVTierName
+from gpusim.specs.model import tokens_per_step
 
 Role = Literal["aggregated", "prefill", "decode", "encode"]
 """What a pool of instances does: serve whole requests, only their prefill or their decode, or encode a
@@ -74,11 +75,7 @@ class MTP(BaseModel):
     @property
     def expected_tokens_per_step(self) -> float:
         """1 + a1 + a1·a2 + … + a1⋯ak (docs/design.md: Formulas)."""
-        total, run = 1.0, 1.0
-        for a in self.acceptance:
-            run *= a
-            total += run
-        return total
+        return tokens_per_step(self.acceptance)
 
 
 class AdpBalance(BaseModel):

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.hardware import Dtype
+from gpusim.specs.sourced import Grade
 from gpusim.specs.vision import VisionEncoder
 
 Size = Annotated[int, Field(ge=1, le=10**7)]
 """A width, a head count, a layer count: at least one, and not astronomically many."""
 Count = Annotated[int, Field(ge=0, le=10**7)]
 """A count that may be zero."""
+
+
+def tokens_per_step(acceptance: Sequence[float]) -> float:
+    """Tokens one MTP step yields when draft i is accepted with probability acceptance[i] given the ones before
+    were: 1 + a1 + a1·a2 + … + a1⋯ak (docs/design.md: Formulas)."""
+    total, run = 1.0, 1.0
+    for a in acceptance:
+        run *= a
+        total += run
+    return total
 
 
 class _Spec(BaseModel):
@@ -28,6 +40,17 @@ class MLA(_Spec):
     qk_nope_head_dim: Size
     qk_rope_head_dim: Size
     v_head_dim: Size
+
+
+class MTPMeasurement(_Spec):
+    """Tokens per step the MTP module was measured to yield on one kind of prompt at one draft depth."""
+
+    prompts: str
+    """Which prompts, e.g. `random, chat template` (InferenceX's MTP benchmarks)."""
+    drafts: int = Field(ge=1, le=8)
+    tokens_per_step: float = Field(ge=1)
+    source: str
+    grade: Grade
 
 
 class MoE(_Spec):
@@ -107,6 +130,8 @@ class ModelSpec(_Spec):
     mtp_acceptance: list[float] | None = None
     """Default acceptance per draft depth when the MTP module drafts (what searches try; see `mtp_source`)."""
     mtp_source: str | None = None
+    mtp_measured: list[MTPMeasurement] = []
+    """Tokens per step measured on other prompts than `mtp_acceptance`'s (`mtp_acceptance_on`)."""
     source: str
 
     # ---- per-layer parameter counts -------------------------------------------------------
@@ -185,6 +210,24 @@ class ModelSpec(_Spec):
         m = self.moe
         active_moe = (m.top_k + m.shared_experts) * self.expert_params + self.hidden_size * m.num_experts
         return self.total_params - self.num_moe_layers * (self.moe_layer_params - active_moe)
+
+    def mtp_acceptance_on(self, prompts: str) -> tuple[list[float], MTPMeasurement] | None:
+        """The default acceptance per depth scaled by one factor so that it yields the tokens per step measured on
+        `prompts` at the measurement's depth (the other depths keep the default's decay: grade C), with that
+        measurement; None without one."""
+        found = next((m for m in self.mtp_measured if m.prompts == prompts), None)
+        if found is None or not self.mtp_acceptance or found.drafts > len(self.mtp_acceptance):
+            return None
+
+        def tokens(factor: float) -> float:
+            return tokens_per_step([min(1.0, a * factor) for a in self.mtp_acceptance[:found.drafts]])
+
+        low, high = 0.0, 1.0 / min(self.mtp_acceptance)
+        target = min(found.tokens_per_step, tokens(high))
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if tokens(mid) < target else (low, mid)
+        return [min(1.0, a * low) for a in self.mtp_acceptance], found
 
     @property
     def mtp_params(self) -> int:

@@ -116,6 +116,10 @@ _GEMM_DTYPES: dict[str, tuple[Dtype, Dtype]] = {
 }
 TOKENS_PER_RANK = 8192
 """Token budget per step and attention rank (the engines' default max_num_tokens / max_num_batched_tokens)."""
+INFERENCEX_PROMPTS = "random, chat template"
+"""The prompts of InferenceX's MTP benchmarks (random tokens under the model's chat template): rows read with MTP
+draft at the model's acceptance measured on them (`ModelSpec.mtp_acceptance_on`) where it has one."""
+
 _SUFFIX = re.compile(r"-(fp8|nvfp4|fp4|instruct|hf)$")
 _CONCURRENCY_SOURCE = re.compile(r"silicon_concurrency=(\d+)")
 _CONCURRENCY_ID = re.compile(r"_c(\d+)(?=_|$)")
@@ -396,7 +400,10 @@ def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, con
     mtp = None
     if recipe.mtp and model.mtp_acceptance:
         depth = min(recipe.mtp_depth or len(model.mtp_acceptance), len(model.mtp_acceptance))
-        mtp = MTP(depth=depth, acceptance=model.mtp_acceptance[:depth], source=model.mtp_source or "model")
+        measured = model.mtp_acceptance_on(INFERENCEX_PROMPTS)
+        acceptance, source = ((measured[0], measured[1].source) if measured is not None
+                              else (model.mtp_acceptance, model.mtp_source or "model"))
+        mtp = MTP(depth=depth, acceptance=acceptance[:depth], source=source)
     dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp})
     return dep, _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
 
