@@ -30,7 +30,7 @@ from gpusim.sim.cluster import Cluster, Pool, SimStats, StopRule
 from gpusim.sim.kvtiers import Tier
 from gpusim.sim.topology import Topology
 from gpusim.specs.benchmark import BenchmarkSpec, load_benchmark
-from gpusim.specs.deployment import AnyDeployment, Deployment, Role
+from gpusim.specs.deployment import AnyDeployment, Deployment
 from gpusim.specs.experiment import Timing
 from gpusim.specs.hardware import Hardware, load_hardware
 from gpusim.specs.model import ModelSpec
@@ -134,8 +134,8 @@ def make_setup(hw: Hardware, bench: BenchmarkSpec, model: AnyModel, dep: AnyDepl
     llm_dep = dep if encoders is None else lm_share(hw, dep, source)
     check_deployment(hw, model, llm_dep, source)
     pools = tuple(
-        Pool(role, cost_model(hw, model, d, timing, source, role), plan_memory(hw, model, d).kv_capacity_tokens, d,
-             count, offload_tiers(hw, model, d))
+        Pool(role, cost_model(hw, model, d, timing, source), plan_memory(hw, model, d).kv_capacity_tokens, d, count,
+             offload_tiers(hw, model, d))
         for (role, d), count in zip(roles(llm_dep), pool_counts(hw, llm_dep, source), strict=True)
     )
     if model.vision is not None:
@@ -157,18 +157,17 @@ def offload_tiers(hw: Hardware, model: ModelSpec, dep: Deployment) -> tuple[Tier
         for t in hw.system.kv_tiers if t.name in dep.kv_offload and per_token > 0)
 
 
-def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str,
-               role: Role = "aggregated") -> StepCostModel:
+def cost_model(hw: Hardware, model: ModelSpec, dep: Deployment, timing: Timing, source: str) -> StepCostModel:
     """The step cost model of one role: the roofline with the software profile's constants, or measured
     kernel tables (`timing: table`, needs the calibration extra and a system the tables cover)."""
     if timing == "roofline":
-        return StepCostModel(hw, model, dep, role=role)
+        return StepCostModel(hw, model, dep)
     tables = kernel_tables(hw.id, dep.software)
     if tables is None:
         raise InputError(source, "timing", f"no measured kernel tables for {hw.id} with {dep.software}; valid: "
                          "roofline, or table with aiconfigurator-core==0.12.0 installed (pip install "
                          "'gpusim[calibration]') on h100-hgx, h200-hgx, b200-hgx, b300-hgx, gb200-nvl72 or gb300-nvl72")
-    return table_step_model(hw, model, dep, tables, role=role)
+    return table_step_model(hw, model, dep, tables)
 
 
 def prepare(hardware: str, benchmark: str, systems: int = 1, deployment: str | AnyDeployment | None = None,

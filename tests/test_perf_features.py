@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpusim.build import prepare
 from gpusim.perf.memory import plan_memory, weights_per_gpu
 from gpusim.perf.ops import DTYPE_BYTES
 from gpusim.perf.step import BatchShape, StepCostModel, expert_imbalance
-from gpusim.specs.deployment import MTP, Deployment, DisaggregatedDeployment
+from gpusim.specs.deployment import MTP, Deployment
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
-from gpusim.specs.software import load_software, software_overlay
+from gpusim.specs.software import load_software
 from gpusim.specs.sourced import Sourced
 
 GB300 = load_hardware("gb300-nvl72")
@@ -101,22 +100,6 @@ def test_host_work_adds_per_sequence_and_does_not_shrink_with_tp():
         assert sum(br.by_op.values()) == pytest.approx(br.total_s)
 
 
-def test_a_disaggregated_generation_worker_adds_its_step_time_to_every_step():
-    """generation_step_us = 1,500: a decode-role step costs 1.5 ms more than the same step aggregated, with or
-    without prompt tokens; a prefill worker pays nothing, and a profile without the constant nothing either."""
-    sw = load_software("trtllm").model_copy(
-        update={"generation_step_us": Sourced(value=1500.0, source="test", grade="D")})
-    for b in (BatchShape(decode_seqs=64, decode_context=64 * 2000),
-              BatchShape(decode_seqs=8, decode_context=8 * 2000, prefill_tokens=512, prefill_attn_pairs=512**2 / 2,
-                         prefill_seqs=1)):
-        agg = StepCostModel(GB300, R1, DEP, sw).step_time(b)
-        assert StepCostModel(GB300, R1, DEP, sw, role="decode").step_time(b) - agg == pytest.approx(1.5e-3)
-        assert StepCostModel(GB300, R1, DEP, sw, role="prefill").step_time(b) == agg
-        plain = load_software("trtllm").model_copy(update={"generation_step_us": None})
-        assert StepCostModel(GB300, R1, DEP, plain, role="decode").step_time(b) == StepCostModel(
-            GB300, R1, DEP, plain).step_time(b)
-
-
 def test_attention_dp_ranks_each_have_their_own_host():
     dep = DEP.model_copy(update={"max_batch_size": 4096, "frontend": "http"})
     gpu, host = StepCostModel(GB300, R1, dep, _with_host(0.0)), StepCostModel(GB300, R1, dep, _with_host(1000.0))
@@ -161,17 +144,3 @@ def test_experts_with_an_activation_floor_compute_at_that_precision():
     assert moe.dtype == "fp8" and {o.name: o for o in w4a4.token_ops}["qkv_proj"].dtype == "fp4"
     assert {o.name: o for o in w4a16.token_ops}["moe_experts"].dtype == "bf16"
     assert moe.expert_bytes == pytest.approx(oss.expert_params * DTYPE_BYTES["fp4"])  # weights stay 4-bit
-
-
-def test_a_built_disaggregated_setup_times_its_decode_pool_as_generation_workers():
-    """The pools `prepare` builds carry their role into the step cost: with generation_step_us = 2,000 the decode
-    pool's step is 2 ms longer than the same batch on the prefill pool's cost model of the same parallelism."""
-    sw = load_software("trtllm").model_copy(
-        update={"generation_step_us": Sourced(value=2000.0, source="test", grade="D")})
-    pool = {"tp": 8, "ep": 8, "attention_dp": True, "instances": 1, "max_batch_size": 256}
-    dep = DisaggregatedDeployment(mode="disaggregated", weights="fp4", activations="fp4", prefill=pool, decode=pool)
-    b = BatchShape(decode_seqs=64, decode_context=64 * 2000)
-    with software_overlay(sw):
-        prefill, decode = prepare("gb300-nvl72", "deepseek-r1", deployment=dep).pools
-    assert (prefill.role, decode.role) == ("prefill", "decode")
-    assert decode.cost.step_time(b) - prefill.cost.step_time(b) == pytest.approx(2e-3)

@@ -345,9 +345,8 @@ def test_unstated_prefill_pool_keeps_up_with_the_decode_pool() -> None:
     # by hand: k prefill workers cover the decode pool's completions at the client's mean lengths, k - 1 do not
     hw, model = load_hardware("gb200-nvl72"), load_model("deepseek-r1")
     decode, prefill = dep.role("decode"), dep.role("prefill")
-    done = workers * decode_rate(StepCostModel(hw, model, decode, role="decode"),
-                                 plan_memory(hw, model, decode).kv_capacity_tokens, decode,
-                                 Lengths.fixed(0.9 * 1024, 0.9 * 1024), batch=math.ceil(4096 / workers))
+    done = workers * decode_rate(StepCostModel(hw, model, decode), plan_memory(hw, model, decode).kv_capacity_tokens,
+                                 decode, Lengths.fixed(0.9 * 1024, 0.9 * 1024), batch=math.ceil(4096 / workers))
     one = prefill_rate(StepCostModel(hw, model, prefill), prefill, 0.9 * 1024)
     assert (k - 1) * one < done <= k * one
     # far fewer context servers than generation servers at 1k/1k, as the recipes run (ctx4_gen1 … ctx10_gen1)

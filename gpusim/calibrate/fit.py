@@ -15,8 +15,7 @@ written once when the fit is done):
 2. **Request level** on the silicon sample: a fixed-seed random 30% of the rows is held out. On (a
    sample of) the profile's training rows the real engine runs with the op-level constants, and once
    more per engine constant with that constant nudged (`FITTED`: the per-step and per-layer overheads,
-   the disaggregated KV handoff time, a disaggregated generation worker's time per step and the host time per
-   sequence). Their differences give each row's
+   the disaggregated KV handoff time and the host time per sequence). Their differences give each row's
    TTFT and TPOT slopes; the per-request front-end time adds to TTFT alone. Kernel efficiencies are op
    constants: the prefill-attention length curve comes from the kernel tables, as the GEMM curve does.
    The published MLPerf Offline rows whose round runs with the profile join them
@@ -154,8 +153,7 @@ def row_errors(rows: pd.DataFrame, pred: pd.DataFrame) -> dict[str, float | int 
             "mape_tpot": mape(pred.loc[ok, "predicted_tpot_ms"], r["silicon_tpot_ms"])}
 
 
-FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0,
-          "generation_step_us": 1000.0}
+FITTED = {"step_overhead_us": 500.0, "layer_overhead_us": 20.0, "handoff_overhead_ms": 100.0, "host_seq_us": 50.0}
 """Engine constants fitted at request level, each with the step of its finite-difference slope."""
 
 

@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops
 from gpusim.perf.timer import KernelTimer, OpTime, RooflineTimer, TimingContext
-from gpusim.specs.deployment import Deployment, Role
+from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
 from gpusim.specs.software import SoftwareProfile, load_software
@@ -120,13 +120,11 @@ def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> 
 
 class StepCostModel:
     """Seconds per step of one instance of `model` deployed as `deployment` on `hardware`, each kernel timed
-    by `timer` (a `KernelTimer` factory; default the roofline, `timer.RooflineTimer`), serving as `role` (a
-    disaggregated generation worker adds the profile's `generation_step_us` to every step)."""
+    by `timer` (a `KernelTimer` factory; default the roofline, `timer.RooflineTimer`)."""
 
     def __init__(
         self, hardware: Hardware, model: ModelSpec, deployment: Deployment,
         software: SoftwareProfile | None = None, timer: Callable[[TimingContext], KernelTimer] = RooflineTimer,
-        role: Role = "aggregated",
     ) -> None:
         sw = software if software is not None else load_software(deployment.software)
         sw = sw.for_architecture(hardware.gpu.architecture)
@@ -138,9 +136,7 @@ class StepCostModel:
         self._graphs = sw.graph_batches
         self._pads_tokens = self._graphs is not None and self._graphs.token_sizes is not None
         """Steps with prompt tokens pad to a compiled token count (XLA); False on CUDA engines."""
-        generation = sw.value("generation_step_us") if role == "decode" else 0.0
-        self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers
-                               + generation) * 1e-6
+        self._step_overhead = (sw.step_overhead_us.value + sw.value("layer_overhead_us") * model.num_layers) * 1e-6
         self._cache: dict[int, float] = {}
         """Seconds of the ops that see every token of the step, per token count T."""
         self._rank_cache: dict[int, float] = {}

@@ -31,7 +31,7 @@ from gpusim.perf.kernel_tables import KernelTables, LogGrid
 from gpusim.perf.ops import CommOp, GemmOp, MoEOp, ceil_div
 from gpusim.perf.step import StepCostModel
 from gpusim.perf.timer import AttentionFixed, OpTime, RooflineTimer, TimingContext
-from gpusim.specs.deployment import Deployment, Role
+from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
 from gpusim.specs.model import ModelSpec
 from gpusim.specs.software import SoftwareProfile, load_software
@@ -44,11 +44,10 @@ linearly between them (continuous in the length, so a decode span's step times s
 
 
 def table_step_model(hardware: Hardware, model: ModelSpec, deployment: Deployment, tables: KernelTables,
-                     software: SoftwareProfile | None = None, role: Role = "aggregated") -> StepCostModel:
-    """The step cost model of `role` timed by `tables` (with the profile's `table_timing` overheads)."""
+                     software: SoftwareProfile | None = None) -> StepCostModel:
+    """The step cost model timed by `tables` (with the profile's `table_timing` overheads)."""
     sw = software if software is not None else load_software(deployment.software)
-    return StepCostModel(hardware, model, deployment, sw.for_timing("table"), timer=partial(TableTimer, tables=tables),
-                         role=role)
+    return StepCostModel(hardware, model, deployment, sw.for_timing("table"), timer=partial(TableTimer, tables=tables))
 
 
 class TableTimer:

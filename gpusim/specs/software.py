@@ -48,7 +48,6 @@ DEFAULTS: dict[str, str | float] = {
     "layer_overhead_us": 0.0,
     "handoff_overhead_ms": 0.0,
     "host_seq_us": 0.0,
-    "generation_step_us": 0.0,
     "attention_decode_flops_fraction": "attention_prefill_flops_fraction",
 }
 """Optional constants and what an absent one means: another constant's value, or a neutral number."""
@@ -296,10 +295,6 @@ class SoftwareProfile(BaseModel):
     """Host time per scheduled sequence per step (scheduling, sampling bookkeeping, response handling), µs.
     The part the overlap scheduler does not hide: behind an HTTP front end (`Deployment.frontend`) it adds
     seqs · host_seq_us to the step (busiest attention-DP rank)."""
-    generation_step_us: Sourced | None = None
-    """Disaggregated serving: time a generation (decode) worker adds to every step over the same step in an
-    aggregated engine (its executor loop checks the KV transfers in flight and hands responses back each
-    iteration), µs."""
     kv_memory: KvMemory = KvMemory()
     """How the engine sizes its KV cache pool (TensorRT-LLM's rule unless the profile says otherwise)."""
     adp_balance: OfferedAdpBalance | None = None

@@ -309,7 +309,7 @@ def balanced_prefill_workers(hw: Hardware, model: ModelSpec, dep: DisaggregatedD
     except InputError as exc:  # the decode pool cannot hold the weights: no rate to size against
         raise Unsupported(f"{exc.field}: {exc.message}") from None
     lengths = Lengths.fixed(isl * mean, osl * mean)
-    completions = workers * decode_rate(StepCostModel(hw, model, decode, role="decode"), kv, decode, lengths,
+    completions = workers * decode_rate(StepCostModel(hw, model, decode), kv, decode, lengths,
                                         batch=math.ceil(concurrency / workers))
     return max(1, math.ceil(completions / prefill_rate(StepCostModel(hw, model, prefill), prefill, isl * mean)))
 
