@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from gpusim.errors import InputError
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
 from gpusim.perf.memory import plan_memory
-from gpusim.perf.ops import MoEOp, build_ops
+from gpusim.perf.ops import MoEOp, build_ops, expected_max_binomial
 from gpusim.perf.roofline import op_time
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
@@ -188,6 +189,34 @@ def test_distinct_experts_formula() -> None:
     assert op.distinct_local(10_000) == pytest.approx(256)
     assert _moe_op(wide, Deployment(tp=4, ep=4)).distinct_local(10_000) == pytest.approx(64)
     assert _moe_op(moe_model(), Deployment()).distinct_local(2) == pytest.approx(8 * (1 - (6 / 8) ** 2))
+
+
+def test_expected_max_binomial_by_hand() -> None:
+    """Two Binomial(2, ½) counts: P(max ≥ 1) = 1 − ¼² and P(max = 2) = 1 − ¾², so E[max] = 1.375; one count: n·p;
+    one expert per rank: 1 − (1 − p)^draws."""
+    assert expected_max_binomial(2, 0.5, 2) == pytest.approx(0.9375 + 0.4375)
+    assert expected_max_binomial(7, 0.3, 1) == pytest.approx(2.1)
+    assert expected_max_binomial(1, 0.2, 5) == pytest.approx(1 - 0.8**5)
+
+
+def test_busiest_ep_rank_reads_more_experts_than_the_mean() -> None:
+    """With EP the step waits for the rank whose tokens hit the most of its experts: at one token of
+    DeepSeek-R1's routing (8 of 256) on EP8 the mean rank holds 1 hit expert, the busiest about 2.5. Checked
+    against routing real top-k choices (each token k distinct experts) rather than the binomial's assumption."""
+    wide = dense_model(id="wide-moe", intermediate_size=0,
+                       moe=MoE(num_experts=256, top_k=8, expert_intermediate_size=512))
+    op = _moe_op(wide, Deployment(tp=8, ep=8))
+    rng = np.random.default_rng(7)
+    for t in (1, 4, 64):
+        busiest = []
+        for _ in range(2000):
+            hit = np.zeros(256, bool)
+            for _ in range(t):
+                hit[rng.choice(256, 8, replace=False)] = True
+            busiest.append(hit.reshape(8, 32).sum(axis=1).max())
+        assert op.distinct_local(t) == pytest.approx(np.mean(busiest), rel=0.03)
+    assert op.distinct_local(1) > 2 * op.experts_local * op.hit_fraction(1)
+    assert op.distinct_local(10_000) == pytest.approx(32)
 
 
 def test_moe_decode_reads_only_hit_experts() -> None:

@@ -215,7 +215,7 @@ def test_a_climbing_p99_counts_as_unknown_and_a_level_one_does_not():
 
 
 @pytest.mark.skipif(not __import__("gpusim.parallel").parallel.CAN_FORK, reason="forks only on Linux")
-@pytest.mark.parametrize("qps, duration, decided", [(40.0, 3000.0, "converged"), (73.0, 1500.0, "every request")])
+@pytest.mark.parametrize("qps, duration, decided", [(44.0, 3000.0, "converged"), (73.0, 1500.0, "every request")])
 def test_prefixes_judged_from_the_whole_run_give_the_same_run_as_prefixes_simulated_alone(monkeypatch, qps, duration,
                                                                                           decided):
     """Where a prefix may give way to the whole run, the whole run is built first and each prefix judged from a

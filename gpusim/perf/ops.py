@@ -10,7 +10,8 @@ Conventions (docs/design.md: Modelling decisions, Formulas):
 - Weight bytes per value: bf16 2, fp8 1, fp4 (NVFP4) 0.5 + 1/16 (one fp8 scale per 16 values).
   GEMMs compute at the wider of the weight and activation precisions; the embedding, LM head and
   router stay in bf16 (quantised checkpoints exclude them).
-- MoE weights read in a step count only the experts hit: E_local · (1 − (1 − k/E)^T) (docs/design.md: Formulas).
+- MoE weights read in a step count only the experts hit, on the busiest of the `ep` ranks: the expected
+  maximum over ranks of Binomial(ceil(E_local), 1 − (1 − k/E)^T) (docs/design.md: Formulas).
 - Attention: prefill FLOPs per causal query-key pair and layer are 2·heads·(qk_dim + v_dim)
   (= 4·heads·head_dim for MHA/GQA; MLA with its qk/v head dims); decode reads
   context · KV bytes per token per layer (MLA latent, absorbed: 2·heads·(2·kv_lora + rope) FLOPs).
@@ -26,7 +27,9 @@ Conventions (docs/design.md: Modelling decisions, Formulas):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from gpusim.specs.deployment import Deployment
@@ -47,6 +50,18 @@ def wider(a: Dtype, b: Dtype) -> Dtype:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+@lru_cache(maxsize=4096)
+def expected_max_binomial(n: int, p: float, draws: int) -> float:
+    """E[max of `draws` independent Binomial(n, p) counts] = Σ_{x<n} (1 − F(x)^draws); n·p at one draw."""
+    if draws <= 1 or p <= 0.0 or p >= 1.0:
+        return n * min(max(p, 0.0), 1.0)
+    total, cdf = 0.0, 0.0
+    for x in range(n):
+        cdf += math.comb(n, x) * p**x * (1.0 - p) ** (n - x)
+        total += 1.0 - min(cdf, 1.0) ** draws
+    return total
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,8 +125,12 @@ class MoEOp:
         return 1.0 - (1.0 - self.top_k / self.num_experts) ** t
 
     def distinct_local(self, t: int) -> float:
-        """Expected distinct local experts hit: E_local · (1 − (1 − k/E)^t) (docs/design.md: Formulas)."""
-        return self.experts_local * self.hit_fraction(t)
+        """Expected distinct experts hit on the busiest EP rank, whose weight reads the step waits for: the
+        maximum over `ep` ranks of Binomial(ceil(E_local), 1 − (1 − k/E)^t), each expert hit independently
+        (docs/design.md: Formulas); E_local · (1 − (1 − k/E)^t) without expert parallelism."""
+        if self.ep <= 1:
+            return self.experts_local * self.hit_fraction(t)
+        return expected_max_binomial(math.ceil(self.experts_local - 1e-9), self.hit_fraction(t), self.ep)
 
     def gemm_m(self, t: int) -> float:
         """Tokens per hit expert: t·k / (E · hit fraction); 1 at t = 1."""
