@@ -21,6 +21,7 @@ from gpusim.specs.experiment import RunSpec
 
 METRICS: tuple[tuple[str, str, str], ...] = (
     ("output_tokens_per_s_per_gpu", "tokens/s/GPU (LoadGen's)", "{:,.1f}"),
+    ("expected_output_tokens_per_s_per_gpu", "tokens/s/GPU (LoadGen's, expected)", "{:,.1f}"),
     ("steady_output_tokens_per_s_per_gpu", "steady tokens/s/GPU", "{:,.1f}"),
     ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
     ("ttft_p99_s", "TTFT p99 s", "{:.3f}"),

@@ -74,8 +74,11 @@ class Trial:
 
     @property
     def tokens_per_s(self) -> float:
-        """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`, over the whole run)."""
-        return self.result.summary["output_tokens_per_s"]
+        """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`, over the whole run);
+        Server-like, in expectation over the last-scheduled query's draw (`metrics.expected_completed_rate`)."""
+        s = self.result.summary
+        expected = s.get("expected_output_tokens_per_s")
+        return s["output_tokens_per_s"] if expected is None else expected
 
 
 def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: float | None = None,

@@ -20,7 +20,7 @@ from gpusim.build import Setup
 from gpusim.deploy import deployment_origin
 from gpusim.loadgen import rules, scenarios
 from gpusim.loadgen.agentic import agentic_workload, session_workload
-from gpusim.loadgen.metrics import SERVER_LIKE, summarize
+from gpusim.loadgen.metrics import SERVER_LIKE, expected_completed_rate, summarize
 from gpusim.loadgen.result import result_fields
 from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import Workload
@@ -276,12 +276,25 @@ def summarize_run(spec: RunSpec, setup: Setup, workload: Workload, records: pd.D
     if length is not None:
         length.extend(summary, busy)
         summary.update(issued_requests=length.issued_requests, run_length=length.as_dict())
+    summary.update(expected_rate_fields(records, spec.scenario, summary, length.skipped_s if skipped else 0.0))
     summary.update(conformance(records, setup, spec.scenario, summary["issued_requests"],
                                summary["simulated_s"] if skipped else None))
     summary.update(result_fields(bench, spec.scenario, summary, records))
     summary.update(energy_and_cost(summary, hw, replace(stats, busy_s=busy),
                                    spec.costs and spec.costs.model_dump(exclude_none=True)))
     return _plain(summary)
+
+
+def expected_rate_fields(records: pd.DataFrame, scenario: str, summary: dict, shift_s: float) -> dict:
+    """A Server-like run's LoadGen tokens/s in expectation over its last-scheduled query's draw, per GPU, and the
+    range that draw spans (`metrics.expected_completed_rate`); None for other scenarios."""
+    got = expected_completed_rate(records, summary["output_tokens"], shift_s) if scenario in SERVER_LIKE else None
+    if got is None:
+        return {"expected_output_tokens_per_s": None, "expected_output_tokens_per_s_per_gpu": None,
+                "output_tokens_per_s_draw_range": None}
+    mean, low, high = got
+    return {"expected_output_tokens_per_s": mean, "expected_output_tokens_per_s_per_gpu": mean / summary["num_gpus"],
+            "output_tokens_per_s_draw_range": [low, high]}
 
 
 OVERLOADED_SHARE = 0.9

@@ -145,13 +145,15 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
     else:
         t = trial(setup, run.scenario, run.qps, run.duration_s, run.seed)
     s, chosen = t.result.summary, t.result.summary["deployment"]
-    samples_per_s, tokens_per_s = s["samples_per_s"], s["output_tokens_per_s"]  # the whole run's (run_length.py)
+    samples_per_s, tokens_per_s = s["samples_per_s"], t.tokens_per_s  # the whole run's (run_length.py)
     out = {
         "hardware": run.hardware, "systems": run.systems, "benchmark": run.benchmark, "scenario": run.scenario,
         "num_gpus": s["num_gpus"],
         "result": s["result"], "result_unit": s["result_unit"],
         "result_tokens_per_s": tokens_per_s,
         "result_tokens_per_s_per_gpu": tokens_per_s / s["num_gpus"],
+        "loadgen_tokens_per_s_this_draw": s["output_tokens_per_s"],
+        "result_draw_range": s.get("output_tokens_per_s_draw_range"),
         "valid": t.valid, "invalid_reason": t.checks.reason,
         "peak_qps": (peak.search.peak if peak is not None and server else t.qps) if server else None,
         "samples_per_s": samples_per_s,
@@ -168,6 +170,9 @@ def mlperf_result(run: MlperfRun, log: Log = lambda _: None) -> tuple[dict, str]
         notes["run length"] = (f"{how['simulated_requests']:,} of {how['issued_requests']:,} samples simulated, "
                                f"{how['skipped_s']:,.0f} s of the stationary middle at its steady rate "
                                f"(±{100 * how['uncertainty']:.1f}%)")
+    if (span := s.get("output_tokens_per_s_draw_range")) is not None:
+        notes["expected tokens/s"] = (f"{tokens_per_s:,.1f} over the last-scheduled query's draw (this run's "
+                                      f"{s['output_tokens_per_s']:,.1f}; 90% of draws {span[0]:,.0f}-{span[1]:,.0f})")
     if peak is not None and server:
         out.update(peak_search_runs=peak.runs, limited_by=peak.limit, lowest_invalid_qps=peak.search.lowest_invalid)
         notes.update({"peak QPS": f"{peak.search.peak:.3f} (VALID); {peak.search.lowest_invalid:.3f} INVALID",

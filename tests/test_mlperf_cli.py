@@ -35,6 +35,9 @@ def test_server_peak_is_valid_with_a_peak_qps(capsys, tmp_path):
     assert "Scenario : Server" in text and "Result is : VALID" in text
     assert "TTFT Early Stopping Result:" in text and "Completed tokens per second" in text
     assert json.loads((tmp_path / "summary.json").read_text())["peak_qps"] == r["peak_qps"]
+    low, high = r["result_draw_range"]  # the figure in expectation over the last query's draw, and its spread
+    assert r["result"] == r["result_tokens_per_s"] and low <= r["result"] <= high
+    assert r["loadgen_tokens_per_s_this_draw"] > 0 and "expected tokens/s" in text
 
 
 def test_offline_prints_a_loadgen_style_summary(capsys):

@@ -110,6 +110,25 @@ def test_server_rates_use_the_final_scheduled_query_as_loadgen_does():
     assert loadgen_rates(df, "offline")[1] == pytest.approx(33 / 10.0)
 
 
+def test_expected_server_rate_averages_the_last_query_draw_by_hand():
+    """300 queries scheduled 1 s apart, latencies alternating 1 and 101 s: the last 200 (at least MIN_DRAWS, more
+    than the last 2% of the window) stand in for the last-scheduled one, as if issued at its 299 s, ending at 300
+    or 400 s: tokens · (1/300 + 1/400) / 2, between tokens / 400 and tokens / 300; a skipped middle of 100 s after
+    the records shifts every end by it. LoadGen's own figure is the one draw the run made."""
+    from gpusim.loadgen.metrics import MIN_DRAWS, expected_completed_rate, loadgen_rates
+
+    assert MIN_DRAWS == 200
+    sched = np.arange(300.0)
+    latency = np.where(np.arange(300) % 2 == 0, 1.0, 101.0)
+    df = pd.DataFrame({"scheduled_s": sched, "first_token_s": sched + 0.5, "completion_s": sched + latency,
+                       "output_tokens": 10})
+    mean, low, high = expected_completed_rate(df, 3000.0)
+    assert mean == pytest.approx(3000.0 * (1 / 300 + 1 / 400) / 2)
+    assert (low, high) == (pytest.approx(3000.0 / 400), pytest.approx(3000.0 / 300))
+    assert loadgen_rates(df, "server")[1] == pytest.approx(3000.0 / 400)  # query 299 drew 101 s
+    assert expected_completed_rate(df, 3000.0, shift_s=100.0)[0] == pytest.approx(3000.0 * (1 / 400 + 1 / 500) / 2)
+
+
 @pytest.mark.parametrize("queries", [500, 1_000, 24_000, 842_000])
 def test_max_overlatency_is_the_most_early_stopping_allows(queries):
     t = rules.max_overlatency(queries)

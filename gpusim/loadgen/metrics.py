@@ -96,6 +96,40 @@ def loadgen_rates(requests: pd.DataFrame, scenario: str) -> tuple[float, float]:
     return (n / t, tokens / t) if t > 0 else (0.0, 0.0)
 
 
+LAST_STRETCH = 0.02
+"""Share of a Server run's arrival window, at its end, whose queries stand in for the last-scheduled one."""
+MIN_DRAWS = 200
+"""... and at least this many of the last-scheduled queries."""
+DRAW_RANGE = (0.05, 0.95)
+"""Quantiles of the last query's draw that bound `expected_completed_rate`'s range."""
+
+
+def expected_completed_rate(requests: pd.DataFrame, tokens: float, shift_s: float = 0.0
+                            ) -> tuple[float, float, float] | None:
+    """A Server run's completed tokens/s as LoadGen defines it (`loadgen_rates`), in expectation over the one
+    draw it hangs on: (mean, low, high) of tokens / (s + L) over the latencies L of the queries scheduled in the
+    run's last stretch (`LAST_STRETCH` of its arrival window, at least `MIN_DRAWS` queries), s the last arrival
+    (later by `shift_s` where a skipped middle follows the records, `gpusim/run_length.py`); low and high at the
+    `DRAW_RANGE` quantiles of L. The last-scheduled query's latency is one output length drawn from the dataset,
+    decoded as the batch drains; the queries scheduled just before it are independent draws under the same
+    drain. Where outputs are long this is the figure's largest spread: DeepSeek-R1 on 8x B300 at 16-18 QPS over
+    2,400 s gave 55,500-67,300 tokens/s from one QPS to the next as the last query was short or long
+    (docs/mlperf.md). None without completed queries."""
+    done = requests[requests["completion_s"].notna()]
+    if done.empty:
+        return None
+    sched = done["scheduled_s"].to_numpy(np.float64)
+    latency = done["completion_s"].to_numpy(np.float64) - sched
+    last = float(sched.max())
+    cut = min(last - LAST_STRETCH * (last - float(sched.min())),
+              float(np.sort(sched)[max(sched.size - MIN_DRAWS, 0)]))
+    end = last + shift_s + latency[sched >= cut]
+    if not (end > 0).all():
+        return None
+    lo, hi = np.quantile(end, DRAW_RANGE)
+    return float(tokens * np.mean(1.0 / end)), float(tokens / hi), float(tokens / lo)
+
+
 def summarize(
     records: pd.DataFrame, scenario: str, limits: LatencyLimits | None, num_gpus: int
 ) -> dict[str, float | int | bool | str | None]:
