@@ -307,3 +307,15 @@ def test_a_run_paused_at_its_nth_arrival_drains_as_the_run_of_its_first_n_and_go
     assert len(drained) == 150 and drained.equals(alone)
     carried_on = paused().run().frame()
     assert len(carried_on) == 400 and carried_on.equals(whole)
+
+
+def test_least_loaded_router_sends_each_request_to_the_instance_with_least_work_first_on_a_tie():
+    # three requests at t=0 onto 2 idle instances, with prompt+output work 1,200, 100 and 150 tokens: the first
+    # goes to instance 0 (a tie: the first), the second to 1 (0 < 1,200), the third to 1 (100 < 1,200). The first
+    # decodes 1,000 steps of >= 10 ms, so at t=5 instance 0 still holds its 1,200 tokens and instance 1 none.
+    wl = Workload.create([0.0, 0.0, 0.0, 5.0], [200, 50, 100, 100], [1000, 50, 50, 10])
+    c = simulate(wl, instances=2, router="least_loaded")
+    r = c.records
+    assert r.completion_s[0] > 10.0 and max(r.completion_s[1], r.completion_s[2]) < 5.0
+    assert r.instance.tolist() == [0, 1, 1, 1]
+    assert [i.outstanding_tokens for i in c.instances] == [0, 0]

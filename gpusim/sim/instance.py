@@ -91,14 +91,15 @@ class Instance:
         self.prefilling: list[Request] = []
         self.decoding: dict[int, Request] = {}
         """Decoding requests in the order they joined (the last is preempted first)."""
-        self.finish_heap: list[tuple[int, int, int]] = []
-        """(decode step at which it finishes, epoch, request id)."""
+        self.finish_heap: list[int] = []
+        """Finish keys (`_finish_key`: the decode step at which a request finishes, then its id) as plain ints,
+        which a heap compares faster than tuples; an entry is stale once its request left the batch or rejoined."""
         self.step = 0
         """Decode steps run so far: every decoding sequence gains `rate` tokens per step."""
         self.ctx_sum = 0.0
         """Σ context of the decoding sequences (the KV tokens one decode step reads)."""
-        self.outstanding_tokens = 0
-        """Work assigned and not finished, in tokens (for routing)."""
+        self._loads, self._slot = [0], 0
+        """Where `outstanding_tokens` lives: a list the pool's router may share (`share_load`), read at each pick."""
         self.steps_run = 0
         self.busy_s = 0.0
         self._wake: simpy.Event | None = None
@@ -165,9 +166,19 @@ class Instance:
         self.arrived.append(req)
         self._poke()
 
+    @property
+    def outstanding_tokens(self) -> int:
+        """Work assigned and not finished, in tokens (for routing)."""
+        return self._loads[self._slot]
+
+    def share_load(self, loads: list[int], slot: int) -> None:
+        """Keep `outstanding_tokens` in `loads[slot]` from now on, so a router reads a pool's loads as one list."""
+        loads[slot] = self.outstanding_tokens
+        self._loads, self._slot = loads, slot
+
     def _assign(self, req: Request, load: int) -> None:
         req.load = load
-        self.outstanding_tokens += load
+        self._loads[self._slot] += load
 
     def _poke(self) -> None:
         if self._wake is not None and not self._wake.triggered:
@@ -307,7 +318,6 @@ class Instance:
             self._leave_decode(req, ctx)
             self._release(req, ctx, keep_prefix=False)
             req.computed = 0
-            req.epoch += 1
             self.records.preemptions[rid] += 1
             self.waiting.appendleft(req)
 
@@ -454,7 +464,8 @@ class Instance:
         if self.ranks is not None:
             req.rank = self.ranks.join(req.ctx_join, self.step)
         steps = math.ceil((req.output - req.generated) / self.rate - 1e-9)
-        heapq.heappush(self.finish_heap, (self.step + max(1, steps), req.epoch, req.id))
+        req.finish_key = _finish_key(self.step + max(1, steps), req.id)
+        heapq.heappush(self.finish_heap, req.finish_key)
 
     def _leave_decode(self, req: Request, ctx: float) -> None:
         self.ctx_sum -= ctx
@@ -474,18 +485,23 @@ class Instance:
 
     def _next_finish(self) -> int:
         heap = self.finish_heap
-        while heap and (heap[0][2] not in self.decoding or self.decoding[heap[0][2]].epoch != heap[0][1]):
+        while heap and not self._current(heap[0]):
             heapq.heappop(heap)
-        return heap[0][0]
+        return heap[0] >> RID_BITS
+
+    def _current(self, key: int) -> Request | None:
+        """The decoding request whose finish `key` names, None for a stale entry."""
+        req = self.decoding.get(key & RID_MASK)
+        return req if req is not None and req.finish_key == key else None
 
     def _complete_due(self) -> None:
         heap = self.finish_heap
-        while heap and heap[0][0] <= self.step:
-            _, epoch, rid = heapq.heappop(heap)
-            req = self.decoding.get(rid)
-            if req is None or req.epoch != epoch:
+        due = _finish_key(self.step + 1, 0)
+        while heap and heap[0] < due:
+            req = self._current(heapq.heappop(heap))
+            if req is None:
                 continue
-            del self.decoding[rid]
+            del self.decoding[req.id]
             ctx = req.context_at(self.step, self.rate)
             self._leave_decode(req, ctx)
             self._release(req, ctx, keep_prefix=True)
@@ -493,7 +509,7 @@ class Instance:
             self._finish(req)
 
     def _unassign(self, req: Request) -> None:
-        self.outstanding_tokens -= req.load
+        self._loads[self._slot] -= req.load
         req.load = 0
 
     def _finish(self, req: Request) -> None:
@@ -502,6 +518,16 @@ class Instance:
         self.records.generated_tokens += req.output
         self._unassign(req)
         self.on_complete(req)
+
+
+RID_BITS = 32
+"""Bits of a finish key that hold the request id (a run issues fewer than 2**32 requests)."""
+RID_MASK = (1 << RID_BITS) - 1
+
+
+def _finish_key(step: int, rid: int) -> int:
+    """A heap key ordered by finish step, then request id."""
+    return step << RID_BITS | rid
 
 
 def _span(n: int, t0: float, slope: float) -> float:

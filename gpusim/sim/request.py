@@ -14,8 +14,8 @@ class Request:
     kept (already emitted). `shared` tokens sit in prefix-cache blocks pinned by this request.
     """
 
-    __slots__ = ("answer_hashed", "computed", "ctx_join", "epoch", "generated", "hashes", "id", "join_step", "load",
-                 "output", "pinned", "prompt", "prompt_hashes", "rank", "shared")
+    __slots__ = ("answer_hashed", "computed", "ctx_join", "finish_key", "generated", "hashes", "id", "join_step",
+                 "load", "output", "pinned", "prompt", "prompt_hashes", "rank", "shared")
 
     def __init__(self, rid: int, prompt: int, output: int, hashes: tuple[int, ...] | None = None,
                  answer_hashed: bool = False) -> None:
@@ -35,8 +35,8 @@ class Request:
         self.join_step = 0
         """The instance's decode-step counter when this request joined the decode batch."""
         self.ctx_join = 0.0
-        self.epoch = 0
-        """Bumped on preemption so stale heap entries are skipped."""
+        self.finish_key = -1
+        """The instance's finish-heap key of this request's current stay in the decode batch."""
         self.rank = 0
         """Attention-DP rank holding this request's KV."""
         self.load = 0
