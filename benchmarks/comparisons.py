@@ -183,7 +183,8 @@ def page(csv: Path, other: Path, workers: int = 2) -> str:
              f"Written by `python benchmarks/comparisons.py {cited(csv)} --other {cited(other)}`. Predicted: the "
              "searched default of each system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s "
              "runs, on the system's own serving stack: TensorRT-LLM v6 on NVIDIA's), tokens/s per GPU as LoadGen "
-             f"reports it. Published: the median over {ROUND} submitters "
+             "reports it (Server: in expectation over the last-scheduled query's output length, docs/mlperf.md). "
+             f"Published: the median over {ROUND} submitters "
              "of each system (compare only).", "",
              "## Each system's searched deployment", "",
              "| system | model | scenario | deployment | tokens/s/GPU | search cost (runs of its winner) |",
@@ -198,9 +199,10 @@ def page(csv: Path, other: Path, workers: int = 2) -> str:
               "tensor-core energy over the TDP, at one fitted energy per FLOP for both (docs/design.md, *The power "
               "limit*); Hopper and Rubin have no such limit in the model.", "",
               "Server's LoadGen tokens/s ends at the completion of the last-scheduled query, so with DeepSeek-R1's "
-              "20k-token tail it moves by a few percent with which requests run last; the ratio of the peak valid "
-              "QPS per GPU (the rate each system sustains) is given beside it. GB300 beside B300 compares one die "
-              "at two TDPs and hosts: there the model differs only by the power limit, HBM and NVLink domain.", "",
+              "20k-token tail one run's figure moves by a few percent with which request runs last (the table "
+              "gives it in expectation over that draw); the ratio of the peak valid QPS per GPU (the rate each "
+              "system sustains) is given beside it. GB300 beside B300 compares one die at two TDPs and hosts: there "
+              "the model differs only by the power limit, HBM and NVLink domain.", "",
               "The same ratios on measured steps rather than published medians (setups the silicon sample measured "
               "on two generations, the same engine version on both) are in docs/validation/generations/README.md "
               "(`gpusim validate silicon --generations`).", "",
