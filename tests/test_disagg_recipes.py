@@ -118,6 +118,26 @@ def test_shipped_recipes_read_a_gb200_row_as_the_benchmark_inferencex_ran() -> N
     assert len(case.notes) == 1 and case.notes[0].startswith("InferenceX recipe: ctx1_gen4_tep8_batch1_eplb0_mtp0")
     wide = row_case(_gb200_row(563, 32, osl=8192)).deployment.decode
     assert (wide.instances, wide.tp, wide.attention_dp, wide.max_batch_size) == (1, 32, True, 32 * 16)
+    assert case.deployment.expert_balancer is False  # eplb0: TensorRT-LLM's expert load balancer is off
+
+
+def test_the_recipe_file_names_the_expert_load_balancer() -> None:
+    """`eplb0`: no balancer; `eplb288`: 288 slots per layer, 32 of them replicas of DeepSeek-R1's 256 experts;
+    a file without the token (SGLang's recipes) says nothing, and the profile's balanced default stays."""
+    from gpusim.specs.hardware import load_hardware
+    from gpusim.specs.model import load_model
+    from gpusim.validate.disagg_recipes import DisaggRecipe
+    from gpusim.validate.silicon import _recipe_deployment
+
+    def recipe(name: str) -> DisaggRecipe:
+        return DisaggRecipe(1, 4, 4, True, 1, 32, 32, True, False, None, 16, f"recipes/{name}.yaml", "abc",
+                            "2026-03-01")
+
+    names = ("ctx1_gen1_dep32_batch16_eplb0_mtp0", "ctx1_gen1_dep32_batch16_eplb288_mtp0", "low-latency-dep4-1p-tep8")
+    assert [recipe(n).eplb_slots for n in names] == [0, 288, None]
+    r1, hw = load_model("deepseek-r1"), load_hardware("gb200-nvl72")
+    deps = [_recipe_deployment(recipe(n), r1, hw, 512, 1, {})[0] for n in names]
+    assert [(d.expert_balancer, d.redundant_experts) for d in deps] == [(False, 0), (True, 32), (True, 0)]
 
 
 def test_mtp_recipe_runs_its_depth_at_the_acceptance_measured_on_inferencex_prompts() -> None:

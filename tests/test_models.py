@@ -85,9 +85,9 @@ def test_moe_active_below_total(name):
 
 def test_deepseek_r1_and_v3_share_architecture():
     r1, v3 = load_model("deepseek-r1"), load_model("deepseek-v3")
-    assert r1.model_dump(exclude={"id", "name", "hf_id", "source", "mtp_measured"}) == v3.model_dump(
-        exclude={"id", "name", "hf_id", "source", "mtp_measured"}
-    )
+    measured = {"id": True, "name": True, "hf_id": True, "source": True, "mtp_measured": True,
+                "moe": {"unbalanced_load": True}}  # measurements on DeepSeek-R1 only
+    assert r1.model_dump(exclude=measured) == v3.model_dump(exclude=measured)
 
 
 # ---- synthetic models: hand-computed sizes, no reference data needed ---------------------------

@@ -14,7 +14,7 @@ import pytest
 from gpusim.errors import InputError
 from gpusim.perf.collectives import allreduce_time, alltoall_time, p2p_time
 from gpusim.perf.memory import plan_memory
-from gpusim.perf.ops import MoEOp, build_ops, expected_max_binomial
+from gpusim.perf.ops import MoEOp, build_ops, expected_max_binomial, expected_max_normal, popularity_imbalance
 from gpusim.perf.roofline import op_time
 from gpusim.perf.step import BatchShape, StepCostModel
 from gpusim.specs.deployment import Deployment
@@ -620,3 +620,37 @@ def test_a_generation_step_costs_the_same_from_its_cached_parts_as_costed_whole(
         whole = cm._any_step_time(b)
         assert cm.step_time(b) == whole and cm.step_time(b) == whole
     assert cm._generation_cache  # the generation-only path was taken
+
+
+def test_expected_max_normal_near_its_exact_values() -> None:
+    """E[max of 2 standard normals] = 1/√π = 0.5642, of 8 = 1.4236 (tabulated order statistics)."""
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=0.05)
+    assert expected_max_normal(8) == pytest.approx(1.4236, rel=0.01)
+
+
+def test_popularity_imbalance_scales_the_measured_excess_by_width() -> None:
+    """Measured 2.564 at EP32 over 256 experts (excess 1.564). At EP8 the excess scales by
+    √(8/32) · E[max of 8] / E[max of 32] = 0.5 · 1.4336 / 2.0674 = 0.3467 (Blom's values): 1 + 1.564 · 0.3467 = 1.542.
+    At the measured width it gives the measurement back, and one rank holds no imbalance."""
+    from gpusim.specs.model import ExpertLoad
+    from gpusim.specs.sourced import Sourced
+    load = ExpertLoad(ep=32, busiest_over_mean=Sourced(value=2.564, source="test", grade="C"))
+    assert popularity_imbalance(load, 256, 32) == pytest.approx(2.564)
+    assert popularity_imbalance(load, 256, 8) == pytest.approx(1 + 1.564 * 0.5 * 1.4336 / 2.0674, rel=1e-3)
+    assert popularity_imbalance(load, 256, 1) == pytest.approx(1.0)
+
+
+def test_without_a_balancer_deepseek_r1_carries_its_measured_expert_popularity() -> None:
+    """`expert_balancer: false` on DeepSeek-R1 (measured at EP32) at EP8: 1.54; with a balancer, the profile's
+    1.2; an explicit `expert_imbalance` wins; a model without a measurement keeps the profile's either way."""
+    from gpusim.perf.step import expert_imbalance
+    from gpusim.specs.model import load_model
+    from gpusim.specs.software import load_software
+    sw = load_software("trtllm")
+    r1, qwen = load_model("deepseek-r1"), load_model("qwen3-235b-a22b")
+    dep = Deployment(tp=8, ep=8, expert_balancer=False)
+    assert expert_imbalance(r1, dep, sw) == pytest.approx(1.54, abs=0.01)
+    assert expert_imbalance(r1, dep.model_copy(update={"expert_balancer": True}), sw) == sw.moe_imbalance.value
+    assert expert_imbalance(r1, dep.model_copy(update={"expert_imbalance": 1.3}), sw) == 1.3
+    assert expert_imbalance(qwen, dep, sw) == sw.moe_imbalance.value

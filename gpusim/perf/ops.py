@@ -30,11 +30,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Literal
 
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Dtype
-from gpusim.specs.model import ModelSpec
+from gpusim.specs.model import ExpertLoad, ModelSpec
 
 NVFP4_BYTES = 0.5 + 1 / 16
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": NVFP4_BYTES}
@@ -50,6 +51,23 @@ def wider(a: Dtype, b: Dtype) -> Dtype:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def expected_max_normal(n: int) -> float:
+    """E[max of n standard normal draws] by Blom's approximation (0.589 at 2 against the exact 1/√π = 0.564, within
+    1% from 8 draws on); 0 at one draw."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
+def popularity_imbalance(load: ExpertLoad, experts: int, ep: int) -> float:
+    """The busiest of `ep` ranks' expert load over the mean, without a load balancer: each rank holds experts/ep
+    experts whose loads vary with one coefficient of variation cv, so the busiest rank's sum exceeds the mean by
+    about cv · √(ep / experts) · E[max of ep normals]; cv from the model's measurement at its own width
+    (`ExpertLoad`). DeepSeek-R1 (2.56 at EP32): 1.28 at EP4, 1.54 at EP8, 1.94 at EP16."""
+    def spread(n: int) -> float:
+        return math.sqrt(n / experts) * expected_max_normal(n)
+    cv = (load.busiest_over_mean.value - 1) / spread(load.ep)
+    return 1 + cv * spread(ep)
 
 
 @lru_cache(maxsize=4096)

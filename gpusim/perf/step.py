@@ -51,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops
+from gpusim.perf.ops import CommOp, GemmOp, ModelOps, MoEOp, build_ops, popularity_imbalance
 from gpusim.perf.timer import KernelTimer, OpTime, RooflineTimer, TimingContext
 from gpusim.specs.deployment import Deployment
 from gpusim.specs.hardware import Hardware
@@ -109,9 +109,15 @@ class StepBreakdown:
 
 
 def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> float:
-    """Busiest EP rank's expert load over the mean: the deployment's value or the profile's, lowered by
-    redundant experts. Rule (grade D, after DeepSeek's EPLB, which replicates the hottest experts): the
-    excess over 1 shrinks as 1 / (1 + r·ep/E) with r redundant experts per layer, ep ranks, E experts."""
+    """Busiest EP rank's expert load over the mean: the deployment's value; without a load balancer
+    (`Deployment.expert_balancer`), the model's measured popularity at this width (`ops.popularity_imbalance`);
+    else the profile's (balanced), lowered by redundant experts. Rule (grade D, after DeepSeek's EPLB, which
+    replicates the hottest experts): the excess over 1 shrinks as 1 / (1 + r·ep/E) with r redundant experts per
+    layer, ep ranks, E experts."""
+    moe = model.moe
+    if (not dep.expert_imbalance and not dep.expert_balancer and moe is not None and moe.unbalanced_load is not None
+            and dep.ep > 1):
+        return popularity_imbalance(moe.unbalanced_load, moe.num_experts, dep.ep)
     base = dep.expert_imbalance or sw.moe_imbalance.value
     if model.moe is None or not dep.redundant_experts:
         return base

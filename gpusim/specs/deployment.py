@@ -132,6 +132,10 @@ class Serving(BaseModel):
     """Busiest expert-parallel rank's load over the mean; None takes the software profile's value."""
     redundant_experts: int = Field(0, ge=0)
     """Extra expert replicas per MoE layer spread over the EP ranks (EPLB), which lower the imbalance."""
+    expert_balancer: bool = True
+    """The engine balances the experts' load over the EP ranks (EPLB or the like). False: the experts stay where the
+    checkpoint puts them, and where the model states its measured imbalance (`MoE.unbalanced_load`) the busiest
+    rank carries that (`perf.ops.popularity_imbalance`)."""
     prefix_cache: bool = False
     """Keep finished requests' prompt blocks (LRU within the KV capacity) and skip their prefill."""
     kv_offload: list[KVTierName] = []

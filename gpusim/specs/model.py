@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim.specs.catalog import load_ref, names
 from gpusim.specs.hardware import Dtype
-from gpusim.specs.sourced import Grade
+from gpusim.specs.sourced import Grade, Sourced
 from gpusim.specs.vision import VisionEncoder
 
 Size = Annotated[int, Field(ge=1, le=10**7)]
@@ -53,6 +53,14 @@ class MTPMeasurement(_Spec):
     grade: Grade
 
 
+class ExpertLoad(_Spec):
+    """The busiest expert-parallel rank's token load over the mean, measured with the experts where the checkpoint
+    puts them (no load balancer) at `ep` ranks: the mean over the MoE layers of each layer's ratio."""
+
+    ep: Size
+    busiest_over_mean: Sourced
+
+
 class MoE(_Spec):
     """Mixture of experts in every layer from `first_dense_layers` on."""
 
@@ -66,6 +74,8 @@ class MoE(_Spec):
     """Narrowest activation precision the experts' kernels take: narrower deployments run the expert
     GEMMs at this precision (e.g. MXFP4 experts with MXFP8 activations)."""
     min_activations_source: str | None = None
+    unbalanced_load: ExpertLoad | None = None
+    """How unevenly the model's routing loads the EP ranks without a load balancer (`perf.ops.popularity_imbalance`)."""
 
 
 class LinearAttention(_Spec):

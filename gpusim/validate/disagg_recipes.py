@@ -42,6 +42,7 @@ FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang", "vllm": "dynamo
 _BATCH = (re.compile(r"_batch(\d+)"), re.compile(r"DECODE_MAX_BATCH_SIZE=(\d+)"))
 _MTP = (re.compile(r"_mtp(\d+)"), re.compile(r"DECODE_MTP_SIZE=(\d+)"))
 _RECIPE = re.compile(r"CONFIG_FILE=(\S+)")
+_EPLB = re.compile(r"_eplb(\d+)")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,13 @@ class DisaggRecipe:
         """The pools without speculative decoding: what several recipes of one setup may share."""
         return (self.prefill_workers, self.prefill_tp, self.prefill_ep, self.prefill_dp_attn, self.decode_workers,
                 self.decode_tp, self.decode_ep, self.decode_dp_attn, self.decode_batch)
+
+    @property
+    def eplb_slots(self) -> int | None:
+        """Expert slots per MoE layer of TensorRT-LLM's load balancer where the recipe's file names them (`eplb288`:
+        288 slots, 32 of them replicas of DeepSeek's 256 experts; `eplb0`: no balancer), else None."""
+        found = _EPLB.search(Path(self.recipe).stem) if self.recipe else None
+        return int(found.group(1)) if found else None
 
     def label(self) -> str:
         """'ctx1_gen4_tep8_batch1_eplb0_mtp0 (InferenceX, listed from 2026-01-30)', or the pools where no file

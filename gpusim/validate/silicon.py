@@ -21,9 +21,10 @@ profile, a model YAML and a `Deployment`:
   two patterns are an export that multiplied two widths by EP: read as k GPUs by the rule in `ep_squared`.
   One instance per aggregated row. Disaggregated rows get `prefill`/`decode` pools with their worker
   counts; where those are empty, the benchmark InferenceX's search space lists for the row's setup and
-  concurrency gives the pools (workers, attention layout, decode batch, MTP: `disagg_recipes`), and where it
-  lists none or several layouts, `unstated_workers` sizes the decode pool for the concurrency and
-  `balanced_prefill_workers` the prefill pool for the decode pool's request rate (said in the status).
+  concurrency gives the pools (workers, attention layout, decode batch, MTP, expert load balancer:
+  `disagg_recipes`), and where it lists none or several layouts, `unstated_workers` sizes the decode pool
+  for the concurrency and `balanced_prefill_workers` the prefill pool for the decode pool's request rate
+  (said in the status).
 - concurrency: `silicon_concurrency=` in `silicon_data_source`, else `_c<N>` in the id, else
   `batch_size × attention_dp_size` (disaggregated: the decode pool's batch × DP × workers).
 - launch recipes (`gpusim/validate/launch_recipes.yaml`, each with its source and grade): the deployment
@@ -383,8 +384,8 @@ def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, dec
 def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, concurrency: int,
                        prefill_batch: int, common: dict) -> tuple[DisaggregatedDeployment, int]:
     """(deployment, GPUs) of a row read by its InferenceX recipe: its workers, attention layout, decode batch
-    per rank (the concurrency per worker where the recipe names none) and MTP depth (the model's where it
-    names none), at the model's acceptance."""
+    per rank (the concurrency per worker where the recipe names none), MTP depth (the model's where it
+    names none), at the model's acceptance, and TensorRT-LLM's expert load balancer where the file names it."""
     def pool(tp: int, ep: int, dp_attn: bool, workers: int, max_batch: int) -> Parallelism:
         ranks = tp if dp_attn else 1
         return Parallelism(tp=tp, pp=1, ep=ep if model.moe is not None else 1, attention_dp=dp_attn,
@@ -404,7 +405,11 @@ def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, con
         acceptance, source = ((measured[0], measured[1].source) if measured is not None
                               else (model.mtp_acceptance, model.mtp_source or "model"))
         mtp = MTP(depth=depth, acceptance=acceptance[:depth], source=source)
-    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp})
+    balance = {}
+    if recipe.eplb_slots is not None and model.moe is not None:  # eplb0: no balancer; eplbN: N slots, N - E replicas
+        balance = {"expert_balancer": recipe.eplb_slots > 0,
+                   "redundant_experts": max(0, recipe.eplb_slots - model.moe.num_experts)}
+    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp, **balance})
     return dep, _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
 
 
