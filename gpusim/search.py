@@ -34,6 +34,7 @@ from gpusim.errors import InputError
 from gpusim.items import is_item
 from gpusim.loadgen import rules
 from gpusim.loadgen.datasets import dataset_lengths
+from gpusim.loadgen.result import reported_tokens_per_s
 from gpusim.parallel import parallel_map
 from gpusim.perf.capacity import Lengths, instance_rate
 from gpusim.perf.memory import plan_memory
@@ -76,9 +77,7 @@ class Trial:
     def tokens_per_s(self) -> float:
         """The result LoadGen would report: (completed) tokens per second (`loadgen_rates`, over the whole run);
         Server-like, in expectation over the last-scheduled query's draw (`metrics.expected_completed_rate`)."""
-        s = self.result.summary
-        expected = s.get("expected_output_tokens_per_s")
-        return s["output_tokens_per_s"] if expected is None else expected
+        return reported_tokens_per_s(self.result.summary)
 
 
 def trial(setup: Setup, scenario: str, qps: float | None = None, duration_s: float | None = None,

@@ -121,8 +121,8 @@ def expected_completed_rate(requests: pd.DataFrame, tokens: float, shift_s: floa
     sched = done["scheduled_s"].to_numpy(np.float64)
     latency = done["completion_s"].to_numpy(np.float64) - sched
     last = float(sched.max())
-    cut = min(last - LAST_STRETCH * (last - float(sched.min())),
-              float(np.sort(sched)[max(sched.size - MIN_DRAWS, 0)]))
+    k = max(sched.size - MIN_DRAWS, 0)
+    cut = min(last - LAST_STRETCH * (last - float(sched.min())), float(np.partition(sched, k)[k]))
     end = last + shift_s + latency[sched >= cut]
     if not (end > 0).all():
         return None

@@ -48,9 +48,15 @@ def result_fields(bench: BenchmarkSpec, scenario: str, summary: dict, records: p
         unit = "samples/s" if scenario == "offline" else "queries/s"
         per_s = summary.get("samples_per_s")
         return {"result": None if per_s is None else per_s * bench.samples_per_request, "result_unit": unit}
-    expected = summary.get("expected_output_tokens_per_s") if scenario in SERVER_LIKE else None
-    return {"result": expected if expected is not None else summary.get("output_tokens_per_s"),
-            "result_unit": "tokens/s"}
+    return {"result": reported_tokens_per_s(summary), "result_unit": "tokens/s"}
 
 
-__all__ = ["PER_SAMPLE", "SINGLESTREAM_PERCENTILE", "early_stopping_latency", "result_fields"]
+def reported_tokens_per_s(summary: dict) -> float | None:
+    """The tokens/s a run reports as LoadGen's: Server-like runs in expectation over the last-scheduled query's draw
+    (`expected_output_tokens_per_s`, set for them only), others their own (`output_tokens_per_s`)."""
+    expected = summary.get("expected_output_tokens_per_s")
+    return summary.get("output_tokens_per_s") if expected is None else expected
+
+
+__all__ = ["PER_SAMPLE", "SINGLESTREAM_PERCENTILE", "early_stopping_latency", "reported_tokens_per_s",
+           "result_fields"]

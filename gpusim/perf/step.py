@@ -114,14 +114,14 @@ def expert_imbalance(model: ModelSpec, dep: Deployment, sw: SoftwareProfile) -> 
     else the profile's (balanced), lowered by redundant experts. Rule (grade D, after DeepSeek's EPLB, which
     replicates the hottest experts): the excess over 1 shrinks as 1 / (1 + r·ep/E) with r redundant experts per
     layer, ep ranks, E experts."""
-    moe = model.moe
-    if (not dep.expert_imbalance and not dep.expert_balancer and moe is not None and moe.unbalanced_load is not None
-            and dep.ep > 1):
-        return popularity_imbalance(moe.unbalanced_load, moe.num_experts, dep.ep)
-    base = dep.expert_imbalance or sw.moe_imbalance.value
-    if model.moe is None or not dep.redundant_experts:
+    moe, base = model.moe, dep.expert_imbalance or sw.moe_imbalance.value
+    if moe is None:
         return base
-    return 1 + (base - 1) / (1 + dep.redundant_experts * dep.ep / model.moe.num_experts)
+    if not (dep.expert_imbalance or dep.expert_balancer) and moe.unbalanced_load is not None and dep.ep > 1:
+        return popularity_imbalance(moe.unbalanced_load, moe.num_experts, dep.ep)
+    if not dep.redundant_experts:
+        return base
+    return 1 + (base - 1) / (1 + dep.redundant_experts * dep.ep / moe.num_experts)
 
 
 class StepCostModel:

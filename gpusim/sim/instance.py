@@ -496,7 +496,7 @@ class Instance:
 
     def _complete_due(self) -> None:
         heap = self.finish_heap
-        due = _finish_key(self.step + 1, 0)
+        due = (self.step + 1) << RID_BITS  # every key of a step up to this one
         while heap and heap[0] < due:
             req = self._current(heapq.heappop(heap))
             if req is None:
