@@ -121,6 +121,18 @@ def test_shipped_recipes_read_a_gb200_row_as_the_benchmark_inferencex_ran() -> N
     assert case.deployment.expert_balancer is False  # eplb0: TensorRT-LLM's expert load balancer is off
 
 
+def test_a_row_stating_its_workers_takes_its_recipes_decode_batch_cap() -> None:
+    """The export's decode batch column is the concurrency per decode rank (concurrency 5 over four workers:
+    1.25), not the engine's cap: InferenceX ran concurrency 5 as ctx1_gen4_tep8_batch1, one sequence per worker,
+    so one request always waits for a slot. A row whose setup has no recipe keeps its own column."""
+    stated = {**_gb200_row(5, 8), "prefill_num_workers": 1, "decode_num_workers": 4, "decode_batch_size": 2}
+    case = row_case(stated)
+    assert case.deployment.decode.max_batch_size == 1
+    assert any(n.startswith("decode batch cap from the InferenceX recipe: ctx1_gen4_tep8_batch1") for n in case.notes)
+    elsewhere = row_case({**stated, "system": "h100_sxm", "id": stated["id"].replace("gb200", "h100")})
+    assert elsewhere.deployment.decode.max_batch_size == 2  # no recipe for the setup: the column stands
+
+
 def test_the_recipe_file_names_the_expert_load_balancer() -> None:
     """`eplb0`: no balancer; `eplb288`: 288 slots per layer, 32 of them replicas of DeepSeek-R1's 256 experts;
     a file without the token (SGLang's recipes) says nothing, and the profile's balanced default stays."""

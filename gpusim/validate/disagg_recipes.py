@@ -79,6 +79,14 @@ class DisaggRecipe:
         found = _EPLB.search(Path(self.recipe).stem) if self.recipe else None
         return int(found.group(1)) if found else None
 
+    @property
+    def decode_cap(self) -> int | None:
+        """Sequences one decode worker holds at most: the batch per rank times its attention-DP ranks, where the
+        recipe names a batch (`batch32`), else None."""
+        if self.decode_batch is None:
+            return None
+        return self.decode_batch * (self.decode_tp if self.decode_dp_attn else 1)
+
     def label(self) -> str:
         """'ctx1_gen4_tep8_batch1_eplb0_mtp0 (InferenceX, listed from 2026-01-30)', or the pools where no file
         is named."""

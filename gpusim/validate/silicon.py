@@ -341,6 +341,10 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
         decode_notes.append(f"unstated decode layout: attention DP + EP{decode.tp} "
                             f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
     decode = decode.model_copy(update={"instances": decode_workers})
+    if not unstated:
+        cap, cap_notes = _recipe_decode_cap(row, model, prefill, decode, concurrency)
+        decode = decode.model_copy(update={"max_batch_size": cap or decode.max_batch_size})
+        decode_notes += cap_notes
     prefill_workers = _int(row, "prefill_num_workers", 0)
 
     def deployment(workers: int) -> DisaggregatedDeployment:
@@ -381,6 +385,18 @@ def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, dec
     return recipe, [f"{kind}: {recipe.label()}"]
 
 
+def _recipe_decode_cap(row: Mapping, model: ModelSpec, prefill: Parallelism, decode: Parallelism,
+                       concurrency: int) -> tuple[int | None, list[str]]:
+    """The decode batch cap of the InferenceX recipe a row with stated workers ran, with its note; None where no
+    recipe with the row's decode workers and attention layout names one. The export's decode batch column is the
+    concurrency per decode rank, not the engine's cap: a recipe's `batch32` runs at concurrencies from 10 to 180."""
+    recipe, _ = _inferencex_recipe(row, model, prefill, decode.gpus_per_instance, concurrency)
+    if (recipe is None or recipe.decode_cap is None or recipe.decode_workers != decode.instances
+            or recipe.decode_dp_attn != decode.attention_dp):
+        return None, []
+    return recipe.decode_cap, [f"decode batch cap from the InferenceX recipe: {recipe.label()}"]
+
+
 def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, concurrency: int,
                        prefill_batch: int, common: dict) -> tuple[DisaggregatedDeployment, int]:
     """(deployment, GPUs) of a row read by its InferenceX recipe: its workers, attention layout, decode batch
@@ -391,9 +407,7 @@ def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, con
         return Parallelism(tp=tp, pp=1, ep=ep if model.moe is not None else 1, attention_dp=dp_attn,
                            max_batch_size=max_batch, max_num_tokens=TOKENS_PER_RANK * ranks, instances=workers)
 
-    decode_ranks = recipe.decode_tp if recipe.decode_dp_attn else 1
-    decode_batch = (recipe.decode_batch * decode_ranks if recipe.decode_batch
-                    else math.ceil(concurrency / recipe.decode_workers))
+    decode_batch = recipe.decode_cap or math.ceil(concurrency / recipe.decode_workers)
     pools = {"prefill": pool(recipe.prefill_tp, recipe.prefill_ep, recipe.prefill_dp_attn, recipe.prefill_workers,
                              prefill_batch),
              "decode": pool(recipe.decode_tp, recipe.decode_ep, recipe.decode_dp_attn, recipe.decode_workers,
