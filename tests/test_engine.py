@@ -309,6 +309,21 @@ def test_a_run_paused_at_its_nth_arrival_drains_as_the_run_of_its_first_n_and_go
     assert len(carried_on) == 400 and carried_on.equals(whole)
 
 
+@pytest.mark.parametrize(("router", "decode_instances"), [("round_robin", [1, 2, 1]), ("least_loaded", [1, 2, 2]),
+                                                         ("kv_aware", [1, 2, 2])])
+def test_the_decode_instance_is_picked_by_the_deployments_router(router, decode_instances):
+    # one prefill instance hands three requests to two decode instances: the first decodes 1,000 tokens, the
+    # other two 50; each is handed off as its prefill ends, in order. Round-robin (Dynamo's frontend) sends the
+    # third to the first decode instance, busy with its long request; least-loaded to the second, which holds
+    # 50 tokens against 1,000 (and the KV-aware router, whose cache cannot help a decode pool, does the same).
+    wl = Workload.create([0.0, 0.0, 0.0], [100, 100, 100], [1000, 50, 50])
+    d = Deployment(router=router, max_num_tokens=100)
+    pools = [Pool("prefill", LinearCost(), 10**7, d, 1), Pool("decode", LinearCost(), 10**7, d, 2)]
+    c = Cluster(pools, wl, router=d.router)
+    c.run()
+    assert c.records.instance.tolist() == decode_instances
+
+
 def test_least_loaded_router_sends_each_request_to_the_instance_with_least_work_first_on_a_tie():
     # three requests at t=0 onto 2 idle instances, with prompt+output work 1,200, 100 and 150 tokens: the first
     # goes to instance 0 (a tie: the first), the second to 1 (0 < 1,200), the third to 1 (100 < 1,200). The first

@@ -64,7 +64,8 @@ class SimStats:
 
 class Cluster:
     """Instances of every pool, placed in order on the topology; requests enter through the router of
-    the first pool (aggregated or prefill); prefill instances hand KV caches to the decode pool."""
+    the first pool (aggregated or prefill); prefill instances hand KV caches to the decode pool, picked by the
+    same policy (least loaded for `kv_aware`)."""
 
     def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
                  router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None,
@@ -103,7 +104,7 @@ class Cluster:
         self._encoding: dict[int, Request] = {}
         """Requests whose image an encoder instance holds, by id."""
         self.router = make_router(router, front)
-        self.decode_router = make_router("least_loaded", back) if back else None
+        self.decode_router = make_router("least_loaded" if router == "kv_aware" else router, back) if back else None
         self.issued = 0
         self.stopped_s: float | None = None
         """When `run`'s stop rule ended the run before every request completed (None: it ran to the end)."""

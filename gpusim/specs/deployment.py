@@ -127,6 +127,8 @@ class Serving(BaseModel):
     free_gpu_memory_fraction (of the HBM weights and workspace leave) or vLLM's gpu_memory_utilization (of
     all HBM). None: the engine's default."""
     router: Literal["round_robin", "least_loaded", "kv_aware"] = "least_loaded"
+    """How the front end picks an instance for each request, and for a disaggregated deployment the decode
+    instance its KV cache goes to (`kv_aware` there picks the least loaded: the cache moves anyway)."""
     mtp: MTP | None = None
     expert_imbalance: float | None = Field(None, ge=1)
     """Busiest expert-parallel rank's load over the mean; None takes the software profile's value."""

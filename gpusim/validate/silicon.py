@@ -273,6 +273,15 @@ def _parallelism(row: Mapping, prefix: str, batch: int | None, is_moe: bool,
     return par, notes
 
 
+DISAGG_ROUTER = "round_robin"
+"""How InferenceX's disaggregated benchmarks spread requests over workers (grade B): Dynamo's frontend, which
+srt-slurm starts for every such recipe with no `--router-mode`, defaults to round-robin (ai-dynamo 0.4.1-0.8.1
+`dynamo/frontend/main.py`), and picks the decode worker (from 0.7 the prefill worker too) blind to its load.
+srt-slurm runs ten such frontends behind nginx, each with its own counter and worker order, which spreads
+requests less evenly than one round-robin; a uniform random pick, the other bound, overshoots the measured
+TTFTs (docs/accuracy.md)."""
+
+
 SEQS_PER_GPU = 64
 """Rule for disaggregated rows without a decode worker count (grade D): as many decode workers as keep
 the concurrency at ≤ 64 sequences per decode GPU (the measured setups were sized for their concurrency;
@@ -458,7 +467,7 @@ def row_case(row: Mapping) -> SiliconCase:
     common = {"weights": weights, "activations": acts, "kv_cache": kv, "name": f"silicon-{row.get('mode')}",
               "software": software, "frontend": "http"}
     if str(row.get("mode")) == "disagg":
-        dep, gpus, more = _disaggregated(row, model, hw, concurrency, common)
+        dep, gpus, more = _disaggregated(row, model, hw, concurrency, {**common, "router": DISAGG_ROUTER})
         notes += more
     else:
         par, more = _parallelism(row, "", concurrency, model.moe is not None, hw.domain_gpus)
