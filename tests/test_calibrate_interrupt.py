@@ -65,8 +65,11 @@ def test_a_calibration_interrupted_mid_prediction_leaves_the_profiles_byte_ident
     cmd = [sys.executable, "-c", "from gpusim.cli import main; raise SystemExit(main())", "calibrate",
            "--profile", "trtllm", "--no-ops", "--no-mlperf", "--silicon", str(_silicon(tmp_path / "s.csv")),
            "--train-sample", "30", "--workers", "2"]
+    # a runner started in the background of a non-interactive shell ignores SIGINT, and a child inherits that
+    # (it would run to the end and exit 0): the calibration gets the default disposition back
     proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pools: list[set[str]] = []
     try:
         deadline = time.monotonic() + 120
