@@ -350,9 +350,9 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
         decode_notes.append(f"unstated decode layout: attention DP + EP{decode.tp} "
                             f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
     decode = decode.model_copy(update={"instances": decode_workers})
-    if not unstated:
-        cap, cap_notes = _recipe_decode_cap(row, model, prefill, decode, concurrency)
-        decode = decode.model_copy(update={"max_batch_size": cap or decode.max_batch_size})
+    cap, cap_notes = (None, []) if unstated else _recipe_decode_cap(row, model, prefill, decode, concurrency)
+    if cap is not None:
+        decode = decode.model_copy(update={"max_batch_size": cap})
         decode_notes += cap_notes
     prefill_workers = _int(row, "prefill_num_workers", 0)
 
