@@ -3,7 +3,8 @@
 Weights per GPU under TP t, EP e, PP p (docs/design.md: Formulas): attention and dense FFN layers / (t·p) (attention
 DP replicates attention weights: / p); routed experts split e ways and each expert t/e ways, i.e.
 / (t·p); shared experts / (t·p); router replicated; embedding and LM head (bf16) / t, on the first and
-last stage. Layers are spread evenly over stages (the average stage; uneven splits are ignored).
+last stage (the LM head / attention TP where the engine keeps a copy per attention-DP rank, `LmHeadSplit`).
+Layers are spread evenly over stages (the average stage; uneven splits are ignored).
 
 KV cache per GPU per token (full-attention layers of one stage): GQA heads split by tp
 (ceil(kv_heads / tp): replicated when kv_heads < tp); the MLA latent is replicated on every TP rank.
@@ -50,8 +51,8 @@ class MemoryPlan:
     """KV tokens one instance can hold (full-attention layers)."""
 
 
-def weights_per_gpu(model: ModelSpec, dep: Deployment) -> float:
-    """Weight bytes one GPU holds (see the module docstring)."""
+def weights_per_gpu(model: ModelSpec, dep: Deployment, lm_head_ways: int | None = None) -> float:
+    """Weight bytes one GPU holds (see the module docstring), the LM head split `lm_head_ways` ways (default tp)."""
     tp, pp = dep.tp, dep.pp
     wb = DTYPE_BYTES[dep.weights]
     layers = mixer_params_per_gpu(model, dep) * wb
@@ -65,7 +66,8 @@ def weights_per_gpu(model: ModelSpec, dep: Deployment) -> float:
     if dep.mtp is not None:
         layers += model.mtp_params / tp * wb  # the MTP module, on the last stage (averaged over stages)
     embed = model.vocab_size * model.hidden_size * BF16 / tp
-    embed *= 2 if (pp == 1 and not model.tied_embeddings) else 1
+    if pp == 1 and not model.tied_embeddings:
+        embed += model.vocab_size * model.hidden_size * BF16 / (lm_head_ways or tp)
     return layers / pp + embed
 
 
@@ -119,7 +121,7 @@ def plan_memory(
     profile when None); InputError when the weights do not fit or leave no KV cache."""
     dep = deployment
     sw = software or load_software(dep.software)
-    w = weights_per_gpu(model, dep)
+    w = weights_per_gpu(model, dep, sw.lm_head.ways(dep))
     ws = workspace_per_gpu(model, dep)
     hbm = hardware.hbm_bytes
     free = hbm - w - ws

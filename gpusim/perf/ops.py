@@ -303,8 +303,11 @@ def _ffn(name: str, count: int, model: ModelSpec, width_gpu: float, wb: float, a
                   dtype=gd, kernels=2, shapes=((2 * w, h), (h, w)))
 
 
-def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> ModelOps:
-    """The per-GPU ops of `model` under `dep` (see the module docstring for the conventions)."""
+def build_ops(
+    model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0, lm_head_ways: int | None = None,
+) -> ModelOps:
+    """The per-GPU ops of `model` under `dep` (see the module docstring for the conventions); the LM head split
+    `lm_head_ways` ways (default tp: `LmHeadSplit.ways`), its rows over the tp / lm_head_ways ranks that hold a copy."""
     tp, ep, pp = dep.tp, dep.ep, dep.pp
     dp = dep.attention_ranks
     wb, ab, kvb = DTYPE_BYTES[dep.weights], DTYPE_BYTES[dep.activations], DTYPE_BYTES[dep.kv_cache]
@@ -357,8 +360,10 @@ def build_ops(model: ModelSpec, dep: Deployment, moe_imbalance: float = 1.0) -> 
     if pp > 1:
         comm.append(CommOp(name="pp_send_recv", kind="p2p", count=pp - 1, group=2, bytes_per_token=h * BF16))
 
-    lm_head = GemmOp(name="lm_head", count=1, weight_bytes=V * h / tp * BF16, flops_per_token=2 * h * V / tp,
-                     io_bytes_per_token=h * BF16 + V / tp * 4, dtype="bf16", shapes=((ceil_div(V, tp), h),))
+    ways = lm_head_ways or tp
+    lm_head = GemmOp(name="lm_head", count=1, weight_bytes=V * h / ways * BF16, flops_per_token=2 * h * V / ways,
+                     io_bytes_per_token=h * BF16 + V / ways * 4, dtype="bf16", split=tp // ways,
+                     shapes=((ceil_div(V, ways), h),))
     return ModelOps(token_ops=tuple(ops), comm_ops=tuple(comm), lm_head=lm_head,
                     attention=_attention(model, dep, kvb))
 

@@ -136,7 +136,7 @@ class StepCostModel:
         sw = sw.for_architecture(hardware.gpu.architecture)
         self.hardware, self.model, self.deployment, self.software = hardware, model, deployment, sw
         self.imbalance = expert_imbalance(model, deployment, sw)
-        self.ops: ModelOps = build_ops(model, deployment, self.imbalance)
+        self.ops: ModelOps = build_ops(model, deployment, self.imbalance, sw.lm_head.ways(deployment))
         self.timer: KernelTimer = timer(TimingContext(hardware, model, deployment, sw, self.ops, self.imbalance))
         self._host_seq = sw.value("host_seq_us") * 1e-6 if deployment.frontend == "http" else 0.0
         self._graphs = sw.graph_batches
@@ -188,7 +188,8 @@ class StepCostModel:
             self._token_j, self._rank_token_j = per_token(self._shared_ops), per_token(self._split_ops)
             self._pair_j = a.prefill_flops_per_pair * self._joules[a.dtype]
             self._kv_j = a.decode_flops_per_kv * self._verify * self._joules[a.dtype]
-            self._lm_j = self.ops.lm_head.flops_per_token * self._joules[self.ops.lm_head.dtype]
+            lm = self.ops.lm_head
+            self._lm_j = lm.flops_per_token / lm.split * self._joules[lm.dtype]  # per row, its copy's share
 
     # ---- the T-dependent part ---------------------------------------------------------------
     @staticmethod

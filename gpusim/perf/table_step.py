@@ -144,7 +144,7 @@ class TableTimer:
         timed = self.roofline.lm_head(rows)
         if self._gemm.get("lm_head") is None:
             return timed
-        measured = self._gemm_seconds(self.ctx.ops.lm_head, rows)
+        measured = self._gemm_seconds(self.ctx.ops.lm_head, self.ctx.ops.lm_head.tokens(rows))
         if math.isnan(measured):  # the roofline's, its launch time folded in
             return OpTime(timed.seconds + timed.launch, timed.bound, 0.0)
         return OpTime(measured, timed.bound, 0.0)

@@ -83,7 +83,7 @@ class KernelTimer(Protocol):
         ...
 
     def lm_head(self, rows: int) -> OpTime:
-        """The LM head over `rows` sampled rows."""
+        """The LM head over `rows` sampled rows of the instance (the busiest copy's share of them)."""
         ...
 
     def prefill_attention(self, seqs: int, tokens: int, pairs: float) -> float:
@@ -176,6 +176,7 @@ class RooflineTimer:
         return OpTime(op.count * sec, bound, op.count * op.kernels * fixed)
 
     def lm_head(self, rows: int) -> OpTime:
+        rows = self.ctx.ops.lm_head.tokens(rows)
         c = self._lm_c0 + rows * self._lm_c1
         m = self._lm_m0 + rows * self._lm_m1
         return OpTime(c, "compute", self._lm_launch) if c > m else OpTime(m, "memory", self._lm_launch)

@@ -186,6 +186,24 @@ class GraphBatches(BaseModel):
         return next(s for s in sizes if s >= n)
 
 
+class LmHeadSplit(BaseModel):
+    """How an engine splits the LM head (and its logits) under attention DP. `tp`: the vocabulary over the
+    instance's whole TP group, the hidden states of every rank gathered first (SGLang's default,
+    `enable_dp_lm_head` false). `attention_tp`: each attention-DP rank holds the whole head (split only over
+    its own attention TP, 1 under TensorRT-LLM's attention DP) and computes its own sequences' logits, so a
+    step reads tp / attention_tp times the weights. Without attention DP both are the instance's tp."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    over: Literal["tp", "attention_tp"] = "tp"
+    source: str = "SGLang's ParallelLMHead over the TP group unless enable_dp_lm_head (default false)"
+    grade: Grade = "B"
+
+    def ways(self, dep: Deployment) -> int:
+        """GPUs one copy of the LM head is split over under `dep`."""
+        return dep.attention_tp if self.over == "attention_tp" and dep.attention_dp else dep.tp
+
+
 class SoftwareProfile(BaseModel):
     """Kernel efficiencies and overheads of one serving stack (TensorRT-LLM, vLLM, ... at a version)."""
 
@@ -305,6 +323,8 @@ class SoftwareProfile(BaseModel):
     """The serving features this generation runs (`ServingFeatures`)."""
     graph_batches: GraphBatches | None = None
     """The decode batch sizes captured as graphs and padded to (`GraphBatches`); absent: every size."""
+    lm_head: LmHeadSplit = LmHeadSplit()
+    """How the LM head is split under attention DP (`LmHeadSplit`)."""
     overrides: dict[str, dict[str, Sourced]] = {}
     """Per GPU architecture (`GpuSpec.architecture`, e.g. hopper, blackwell, rubin): constants replaced."""
     table_timing: dict[str, Sourced] = {}
