@@ -10,7 +10,7 @@ from gpusim.perf.step import BatchShape, StepCostModel, expert_imbalance
 from gpusim.specs.deployment import MTP, Deployment
 from gpusim.specs.hardware import load_hardware
 from gpusim.specs.model import load_model
-from gpusim.specs.software import load_software
+from gpusim.specs.software import LmHeadSplit, load_software
 from gpusim.specs.sourced import Sourced
 
 GB300 = load_hardware("gb300-nvl72")
@@ -144,3 +144,21 @@ def test_experts_with_an_activation_floor_compute_at_that_precision():
     assert moe.dtype == "fp8" and {o.name: o for o in w4a4.token_ops}["qkv_proj"].dtype == "fp4"
     assert {o.name: o for o in w4a16.token_ops}["moe_experts"].dtype == "bf16"
     assert moe.expert_bytes == pytest.approx(oss.expert_params * DTYPE_BYTES["fp4"])  # weights stay 4-bit
+
+
+def test_a_whole_lm_head_per_attention_dp_rank_costs_its_weights_in_time_and_memory():
+    trt = load_software("trtllm")
+    assert trt.lm_head.over == "attention_tp" and load_software("sglang").lm_head.over == "tp"
+    split = trt.model_copy(update={"lm_head": LmHeadSplit(over="tp", source="what-if", grade="D")})
+    extra_bytes = R1.vocab_size * R1.hidden_size * 2 * (1 - 1 / 8)  # bf16 head: whole vs an eighth of it
+    # one decode row per rank keeps both heads memory-bound: the whole head reads 7/8 of V·h·2 more per step
+    b = BatchShape(decode_seqs=8, decode_context=8 * 2000, attn_rank_seqs=1, attn_rank_context=2000)
+    whole, shared = StepCostModel(GB300, R1, DEP, trt), StepCostModel(GB300, R1, DEP, split)
+    bw = GB300.hbm_bandwidth * trt.for_architecture("blackwell").gemm_bandwidth_fraction("bf16")
+    extra_s = whole.breakdown(b).by_op["lm_head"] - shared.breakdown(b).by_op["lm_head"]
+    assert extra_s == pytest.approx(extra_bytes / bw, rel=1e-3)
+    memory = plan_memory(GB300, R1, DEP, trt).weights_per_gpu - plan_memory(GB300, R1, DEP, split).weights_per_gpu
+    assert memory == pytest.approx(extra_bytes)
+    # without attention DP both engines split the head over the instance's tp
+    tp8 = Deployment(tp=8, ep=8, weights="fp4", activations="fp4", kv_cache="fp8")
+    assert StepCostModel(GB300, R1, tp8, trt).step_time(b) == StepCostModel(GB300, R1, tp8, split).step_time(b)
