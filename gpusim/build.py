@@ -108,7 +108,8 @@ class Setup:
         return Cluster(list(self.pools), workload, Topology.from_hardware(self.hardware), self.deployment.router,
                        lambda tokens: self.model.kv_bytes(int(tokens), kvb),
                        dispatch_overhead_s=self.frontend_s(),
-                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode)
+                       handoff_overhead_s=self.software_ms("handoff_overhead_ms"), encode_tokens=encode,
+                       front_ends=self.deployment.front_ends)
 
     def simulate(self, workload: Workload, stop: StopRule | None = None, cluster: Cluster | None = None
                  ) -> tuple[pd.DataFrame, SimStats, float]:

@@ -11,7 +11,14 @@ import subprocess
 import pandas as pd
 import pytest
 
-from gpusim.validate.disagg_recipes import _benchmarks, extract, find_recipes, recipes_table
+from gpusim.validate.disagg_recipes import (
+    RecipeFile,
+    _benchmarks,
+    extract,
+    find_recipes,
+    read_recipe_file,
+    recipes_table,
+)
 from gpusim.validate.silicon import predict_case, row_case
 
 SPACE = """
@@ -105,6 +112,51 @@ def _gb200_row(concurrency: int, decode_tp: int, osl: int = 1024) -> dict:
             "decode_attention_dp_size": 1, "decode_moe_tp_size": 1, "decode_moe_ep_size": 4}
 
 
+TRT_FILE = """
+frontend:
+  type: dynamo
+{FRONT}
+backend:
+  trtllm_config:
+    decode:
+      enable_attention_dp: {ADP}
+      tensor_parallel_size: 8
+      max_batch_size: 16
+"""
+SGLANG_FILE = """
+backend:
+  sglang_config:
+    decode:
+      max-running-requests: 128
+      tensor-parallel-size: 4
+"""
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_recipe_file_names_its_front_ends_and_its_decode_cap(tmp_path) -> None:
+    """srt-slurm stands up ten Dynamo frontends behind nginx unless the file sets enable_multiple_frontends
+    false, or num_additional_frontends + 1 where it names them; the decode cap is TensorRT-LLM's max_batch_size
+    per attention-DP rank times the ranks, SGLang's max-running-requests per worker. A file the revision before
+    the date lacks reads as nothing."""
+    repo = tmp_path / "srt"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    files = {"one.yaml": TRT_FILE.format(FRONT="  enable_multiple_frontends: false", ADP="false"),
+             "ten.yaml": TRT_FILE.format(FRONT="", ADP="true"),
+             "four.yaml": TRT_FILE.format(FRONT="  num_additional_frontends: 3", ADP="false"),
+             "sglang.yaml": SGLANG_FILE}
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    env = {**os.environ, "GIT_COMMITTER_DATE": "2026-02-01T12:00:00", "GIT_AUTHOR_DATE": "2026-02-01T12:00:00"}
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "recipes"], check=True, env=env)
+    read = {name: read_recipe_file(repo, name, "2026-03-01") for name in files}
+    assert read == {"one.yaml": RecipeFile(1, 16), "ten.yaml": RecipeFile(10, 16 * 8), "four.yaml": RecipeFile(4, 16),
+                    "sglang.yaml": RecipeFile(10, 128)}
+    assert read_recipe_file(repo, "one.yaml", "2026-01-15") == RecipeFile(None, None, read=False)
+    assert read_recipe_file(repo, "absent.yaml", "2026-03-01") == RecipeFile(None, None, read=False)
+
+
 def test_shipped_recipes_read_a_gb200_row_as_the_benchmark_inferencex_ran() -> None:
     """InferenceX's search space (2026-03-25) runs DeepSeek-R1 FP4 1k/1k on GB200 at concurrency 5 as
     ctx1_gen4_tep8_batch1_eplb0_mtp0: one DEP4 context worker, four TEP8 generation workers of batch 1;
@@ -170,8 +222,10 @@ def test_a_full_decode_pool_delays_the_first_token_by_littles_law() -> None:
     frees every G/4 on average (G: a request's generation time) and the fifth request takes it, so with the
     slots always busy Little's law gives a mean time to the first token (streamed once the decode worker
     takes the request) of G/4; it is at least that, and at most G/4 plus the pipeline's own latency (the
-    same pools with room for two sequences per worker)."""
+    same pools with room for two sequences per worker). One front end: with several, a request may wait at a busy
+    worker while another is free (`test_front_ends_route_on_their_own_turns`)."""
     case = row_case(_gb200_row(5, 8))
+    case = dataclasses.replace(case, deployment=case.deployment.model_copy(update={"front_ends": 1}))
     pred = predict_case(case, waves=20)
     quarter = 0.9 * 1023 * pred.tpot_ms / 4  # the client's output lengths are uniform in [0.8, 1] x OSL
     roomy = dataclasses.replace(case, deployment=case.deployment.model_copy(update={

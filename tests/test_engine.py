@@ -334,3 +334,30 @@ def test_least_loaded_router_sends_each_request_to_the_instance_with_least_work_
     assert r.completion_s[0] > 10.0 and max(r.completion_s[1], r.completion_s[2]) < 5.0
     assert r.instance.tolist() == [0, 1, 1, 1]
     assert [i.outstanding_tokens for i in c.instances] == [0, 0]
+
+
+def test_front_ends_route_on_their_own_turns():
+    """Ten front ends over four instances (Dynamo frontends behind nginx): each request reaches the one
+    `front_end_of` names, and each front end sends its k-th request to the k-th instance of its own order (a
+    permutation, fixed per front end). One front end alternates; ten send requests in a row to one instance."""
+    import itertools
+    from collections import Counter
+
+    from gpusim.sim.request import Request
+    from gpusim.sim.router import RoundRobin, front_end_of
+
+    instances = list(range(4))  # the router only indexes its instances
+    ten = RoundRobin(instances, front_ends=10)
+    assert all(sorted(order) == instances for order in ten.orders) and len({tuple(o) for o in ten.orders}) > 1
+    picks, per_front = [], {f: [] for f in range(10)}
+    for i in range(400):
+        pick = ten.pick(Request(i, 10, 10))
+        picks.append(pick)
+        per_front[front_end_of(i, 10)].append(pick)
+    for f, got in per_front.items():
+        assert got == [ten.orders[f][k % 4] for k in range(len(got))]
+    assert any(a == b for a, b in itertools.pairwise(picks))
+    reached = Counter(front_end_of(i, 10) for i in range(20_000))
+    assert len(reached) == 10 and max(reached.values()) < 1.1 * min(reached.values())
+    one = RoundRobin(instances)
+    assert [one.pick(Request(i, 10, 10)) for i in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]

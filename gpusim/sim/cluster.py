@@ -70,7 +70,7 @@ class Cluster:
     def __init__(self, pools: list[Pool], workload: Workload, topology: Topology | None = None,
                  router: str = "least_loaded", kv_bytes: Callable[[float], float] | None = None,
                  dispatch_overhead_s: float = 0.0, handoff_overhead_s: float = 0.0,
-                 encode_tokens: Callable[[int], int] | None = None) -> None:
+                 encode_tokens: Callable[[int], int] | None = None, front_ends: int = 1) -> None:
         self.env = simpy.Environment()
         self.dispatch_overhead_s = dispatch_overhead_s
         """Front-end time (HTTP, tokenizer, scheduler) before an instance sees a request."""
@@ -103,8 +103,9 @@ class Cluster:
         self.encode_router = make_router("least_loaded", encoders) if encoders else None
         self._encoding: dict[int, Request] = {}
         """Requests whose image an encoder instance holds, by id."""
-        self.router = make_router(router, front)
-        self.decode_router = make_router("least_loaded" if router == "kv_aware" else router, back) if back else None
+        self.router = make_router(router, front, front_ends)
+        self.decode_router = (make_router("least_loaded" if router == "kv_aware" else router, back, front_ends)
+                              if back else None)
         self.issued = 0
         self.stopped_s: float | None = None
         """When `run`'s stop rule ended the run before every request completed (None: it ran to the end)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -13,16 +14,34 @@ class Router(Protocol):
     def pick(self, req: Request) -> Instance: ...
 
 
-class RoundRobin:
-    """Instances in turn."""
+_MASK = (1 << 64) - 1
 
-    def __init__(self, instances: Sequence[Instance]) -> None:
-        self.instances, self.next = instances, 0
+
+def front_end_of(request_id: int, front_ends: int) -> int:
+    """Which of `front_ends` independent front ends a request reaches: a fixed pseudo-random pick per request
+    id (splitmix64), the same for its prefill and its decode instance, as one front end picks both."""
+    z = (request_id + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) % front_ends
+
+
+class RoundRobin:
+    """Instances in turn. With `front_ends` > 1, that many front ends route independently (Dynamo frontends
+    behind nginx): each request reaches one of them (`front_end_of`), and each takes its own turn over its own
+    order of the instances (a randomly seeded hash map's order, fixed per front end)."""
+
+    def __init__(self, instances: Sequence[Instance], front_ends: int = 1) -> None:
+        self.instances, self.front_ends = instances, front_ends
+        n = len(instances)
+        self.orders = [list(range(n))] + [random.Random(f).sample(range(n), n) for f in range(1, front_ends)]
+        self.turns = [0] * front_ends
 
     def pick(self, req: Request) -> Instance:
-        inst = self.instances[self.next]
-        self.next = (self.next + 1) % len(self.instances)
-        return inst
+        f = front_end_of(req.id, self.front_ends) if self.front_ends > 1 else 0
+        turn = self.turns[f]
+        self.turns[f] = (turn + 1) % len(self.instances)
+        return self.instances[self.orders[f][turn]]
 
 
 class LeastLoaded:
@@ -54,5 +73,9 @@ class KVAware:
 ROUTERS: dict[str, type] = {"round_robin": RoundRobin, "least_loaded": LeastLoaded, "kv_aware": KVAware}
 
 
-def make_router(name: str, instances: Sequence[Instance]) -> Router:
+def make_router(name: str, instances: Sequence[Instance], front_ends: int = 1) -> Router:
+    """The `name` policy over `instances`; `front_ends` independent replicas of it where it keeps state of its
+    own (`round_robin`: the load-reading policies see one shared state, so replicas pick alike)."""
+    if name == "round_robin":
+        return RoundRobin(instances, front_ends)
     return ROUTERS[name](instances)

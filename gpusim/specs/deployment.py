@@ -129,6 +129,11 @@ class Serving(BaseModel):
     router: Literal["round_robin", "least_loaded", "kv_aware"] = "least_loaded"
     """How the front end picks an instance for each request, and for a disaggregated deployment the decode
     instance its KV cache goes to (`kv_aware` there picks the least loaded: the cache moves anyway)."""
+    front_ends: int = Field(1, ge=1)
+    """Front ends routing independently, each request reaching one of them (srt-slurm stands up ten Dynamo
+    frontends behind nginx unless a recipe turns that off). Under `round_robin` each keeps its own turn over its
+    own order of the instances, so requests that follow each other may land on the same one; the load-reading
+    policies see one shared state, and replicas change nothing there."""
     mtp: MTP | None = None
     expert_imbalance: float | None = Field(None, ge=1)
     """Busiest expert-parallel rank's load over the mean; None takes the software profile's value."""

@@ -10,8 +10,12 @@ with the same prefill and decode widths ran that recipe, read from the search sp
 dump's date (the latest revision on or before it that lists the setup). Grade B: the search space names
 what was launched; the row does not say which revision ran.
 
-Regenerate the CSV from a clone of https://github.com/SemiAnalysisAI/InferenceX (its history is read):
-`python -m gpusim.validate.disagg_recipes PATH/TO/InferenceX`.
+Each recipe's front end comes from the recipe file in NVIDIA's srt-slurm, which InferenceX's multi-node jobs
+run: ten Dynamo frontends behind nginx unless the file turns that off (`DisaggRecipe.front_ends`).
+
+Regenerate the CSV from clones of https://github.com/SemiAnalysisAI/InferenceX and
+https://github.com/NVIDIA/srt-slurm (their histories are read):
+`python -m gpusim.validate.disagg_recipes PATH/TO/InferenceX PATH/TO/srt-slurm`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import yaml
@@ -65,6 +70,16 @@ class DisaggRecipe:
     recipe: str
     revision: str
     date: str
+    front_ends: int | None = None
+    """Dynamo frontends the recipe stood up (srt-slurm: ten behind nginx unless `enable_multiple_frontends` is
+    false), where the recipe file was read, else None."""
+    file_decode_cap: int | None = None
+    """Sequences one decode worker holds at most by the recipe file's engine settings (TensorRT-LLM's
+    max_batch_size per attention-DP rank times the ranks; SGLang's max-running-requests, which it splits over
+    its DP ranks), where the file was read and states one, else None."""
+    file_read: bool = False
+    """Whether srt-slurm had the recipe file when InferenceX listed it (a file read that states no decode cap
+    leaves the engine's default)."""
 
     @property
     def layout(self) -> tuple:
@@ -81,11 +96,14 @@ class DisaggRecipe:
 
     @property
     def decode_cap(self) -> int | None:
-        """Sequences one decode worker holds at most: the batch per rank times its attention-DP ranks, where the
-        recipe names a batch (`batch32`), else None."""
-        if self.decode_batch is None:
-            return None
-        return self.decode_batch * (self.decode_tp if self.decode_dp_attn else 1)
+        """Sequences one decode worker holds at most: the batch per rank its name gives (`batch32`) times its
+        attention-DP ranks, else the recipe file's (`file_decode_cap`: SGLang's files name no batch), else None.
+        The name comes first: InferenceX lists it with the concurrencies it ran, while a file may have changed
+        under one name (`ctx1_gen8_tp8_batch64_eplb0_mtp0_12` on B300 read max_batch_size 1 at concurrency 10 in
+        March 2026, where rows measured at 12 show no request waiting for a slot)."""
+        if self.decode_batch is not None:
+            return self.decode_batch * (self.decode_tp if self.decode_dp_attn else 1)
+        return self.file_decode_cap
 
     def label(self) -> str:
         """'ctx1_gen4_tep8_batch1_eplb0_mtp0 (InferenceX, listed from 2026-01-30)', or the pools where no file
@@ -130,7 +148,9 @@ def find_recipes(model: str, system: str, backend: str, precision: str, isl: int
     return [DisaggRecipe(int(r.prefill_workers), int(r.prefill_tp), int(r.prefill_ep), bool(r.prefill_dp_attn),
                          int(r.decode_workers), int(r.decode_tp), int(r.decode_ep), bool(r.decode_dp_attn),
                          r.spec == "mtp", _opt(r.mtp_depth), _opt(r.decode_batch),
-                         "" if pd.isna(r.recipe) else str(r.recipe), str(r.revision), str(r.listed_from))
+                         "" if pd.isna(r.recipe) else str(r.recipe), str(r.revision), str(r.listed_from),
+                         _opt(getattr(r, "front_ends", None)), _opt(getattr(r, "file_decode_cap", None)),
+                         bool(getattr(r, "file_read", False)))
             for r in in_force.itertuples()]
 
 
@@ -194,12 +214,65 @@ def extract(repo: Path, since: str = SINCE, until: str = UNTIL) -> pd.DataFrame:
     return spans
 
 
+class RecipeFile(NamedTuple):
+    """What a recipe file of srt-slurm says beyond InferenceX's listing of it."""
+
+    front_ends: int | None
+    decode_cap: int | None
+    read: bool = True
+
+
+def read_recipe_file(srt_slurm: Path, recipe: str, before: str) -> RecipeFile:
+    """`recipe` as srt-slurm's last revision before `before` has it. Front ends: one where its `frontend` section
+    sets `enable_multiple_frontends: false`, else `num_additional_frontends` + 1 (srt-slurm's defaults: true and 9,
+    `srtctl/core/schema.py` FrontendConfig); None where the front end is not Dynamo's. Decode cap: TensorRT-LLM's
+    decode `max_batch_size` (per rank under `enable_attention_dp`), SGLang's decode `max-running-requests`. Both
+    None (and `read` false) where the file is absent then."""
+    revision = subprocess.run(["git", "-C", str(srt_slurm), "rev-list", "-1", f"--before={before}", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    shown = subprocess.run(["git", "-C", str(srt_slurm), "show", f"{revision}:{recipe}"], capture_output=True,
+                           text=True)
+    if not recipe or not revision or shown.returncode:
+        return RecipeFile(None, None, read=False)
+    doc = yaml.safe_load(shown.stdout) or {}
+    front = doc.get("frontend") or {}
+    if front.get("type", "dynamo") != "dynamo":
+        ends = None
+    elif front.get("enable_multiple_frontends", True) is False:
+        ends = 1
+    else:
+        ends = int(front.get("num_additional_frontends", 9)) + 1
+    backend = doc.get("backend") or {}
+    trt = (backend.get("trtllm_config") or {}).get("decode") or {}
+    sgl = (backend.get("sglang_config") or {}).get("decode") or {}
+    cap = None
+    if trt.get("max_batch_size"):
+        ranks = int(trt.get("tensor_parallel_size", 1)) if trt.get("enable_attention_dp") else 1
+        cap = int(trt["max_batch_size"]) * ranks
+    elif sgl.get("max-running-requests") or sgl.get("max_running_requests"):
+        cap = int(sgl.get("max-running-requests") or sgl["max_running_requests"])
+    return RecipeFile(ends, cap)
+
+
+def with_recipe_files(table: pd.DataFrame, srt_slurm: Path, until: str = UNTIL) -> pd.DataFrame:
+    """`table` with each recipe file's `front_ends` and `file_decode_cap` as srt-slurm had them when InferenceX
+    last listed the recipe."""
+    keys = list(zip(table.recipe.fillna(""), table.listed_until.fillna(until), strict=True))
+    read = {key: read_recipe_file(srt_slurm, *key) for key in set(keys)}
+    out = table.copy()
+    out["front_ends"] = pd.array([read[k].front_ends for k in keys], dtype="Int64")
+    out["file_decode_cap"] = pd.array([read[k].decode_cap for k in keys], dtype="Int64")
+    out["file_read"] = [read[k].read for k in keys]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("inferencex", type=Path, help="a git clone of SemiAnalysisAI/InferenceX")
+    parser.add_argument("srt_slurm", type=Path, help="a git clone of NVIDIA/srt-slurm (its recipes)")
     parser.add_argument("--out", type=Path, default=RECIPES_CSV)
     args = parser.parse_args(argv)
-    table = extract(args.inferencex)
+    table = with_recipe_files(extract(args.inferencex), args.srt_slurm)
     table.to_csv(args.out, index=False)
     print(f"{len(table)} recipes written to {args.out}")
 

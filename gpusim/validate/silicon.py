@@ -350,10 +350,12 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
         decode_notes.append(f"unstated decode layout: attention DP + EP{decode.tp} "
                             f"(≥ {DEP_SEQS_PER_GPU} sequences per GPU)")
     decode = decode.model_copy(update={"instances": decode_workers})
-    cap, cap_notes = (None, []) if unstated else _recipe_decode_cap(row, model, prefill, decode, concurrency)
-    if cap is not None:
-        decode = decode.model_copy(update={"max_batch_size": cap})
-        decode_notes += cap_notes
+    ran = None if unstated else _stated_recipe(row, model, prefill, decode, concurrency)
+    if ran is not None and ran.decode_cap is not None:
+        decode = decode.model_copy(update={"max_batch_size": ran.decode_cap})
+        decode_notes.append(f"decode batch cap from the InferenceX recipe: {ran.label()}")
+    if ran is not None and ran.front_ends is not None:
+        common = {**common, "front_ends": ran.front_ends}
     prefill_workers = _int(row, "prefill_num_workers", 0)
 
     def deployment(workers: int) -> DisaggregatedDeployment:
@@ -394,29 +396,34 @@ def _inferencex_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, dec
     return recipe, [f"{kind}: {recipe.label()}"]
 
 
-def _recipe_decode_cap(row: Mapping, model: ModelSpec, prefill: Parallelism, decode: Parallelism,
-                       concurrency: int) -> tuple[int | None, list[str]]:
-    """The decode batch cap of the InferenceX recipe a row with stated workers ran, with its note; None where no
-    recipe with the row's decode workers and attention layout names one. The export's decode batch column is the
-    concurrency per decode rank, not the engine's cap: a recipe's `batch32` runs at concurrencies from 10 to 180."""
+def _stated_recipe(row: Mapping, model: ModelSpec, prefill: Parallelism, decode: Parallelism,
+                   concurrency: int) -> DisaggRecipe | None:
+    """The InferenceX recipe a row with stated workers ran: the one layout listed for its setup, with the row's
+    decode workers and attention layout; else None. Its decode batch cap is the engine's, where the export's
+    decode batch column is the concurrency per decode rank (a recipe's `batch32` runs at concurrencies from 10
+    to 180), and its front ends are the ones the row's requests went through."""
     recipe, _ = _inferencex_recipe(row, model, prefill, decode.gpus_per_instance, concurrency)
-    if (recipe is None or recipe.decode_cap is None or recipe.decode_workers != decode.instances
+    if (recipe is None or recipe.decode_workers != decode.instances
             or recipe.decode_dp_attn != decode.attention_dp):
-        return None, []
-    return recipe.decode_cap, [f"decode batch cap from the InferenceX recipe: {recipe.label()}"]
+        return None
+    return recipe
 
 
 def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, concurrency: int,
                        prefill_batch: int, common: dict) -> tuple[DisaggregatedDeployment, int]:
     """(deployment, GPUs) of a row read by its InferenceX recipe: its workers, attention layout, decode batch
-    per rank (the concurrency per worker where the recipe names none), MTP depth (the model's where it
+    per worker (the concurrency where its file names none, the concurrency per worker without the file), front
+    ends where its file names them, MTP depth (the model's where it
     names none), at the model's acceptance, and TensorRT-LLM's expert load balancer where the file names it."""
     def pool(tp: int, ep: int, dp_attn: bool, workers: int, max_batch: int) -> Parallelism:
         ranks = tp if dp_attn else 1
         return Parallelism(tp=tp, pp=1, ep=ep if model.moe is not None else 1, attention_dp=dp_attn,
                            max_batch_size=max_batch, max_num_tokens=TOKENS_PER_RANK * ranks, instances=workers)
 
-    decode_batch = recipe.decode_cap or math.ceil(concurrency / recipe.decode_workers)
+    # a file that names no cap leaves the engine's default, above any concurrency a row reaches (SGLang: at least
+    # 2,048 requests per DP rank); without the file, the concurrency per worker
+    decode_batch = recipe.decode_cap or (concurrency if recipe.file_read
+                                         else math.ceil(concurrency / recipe.decode_workers))
     pools = {"prefill": pool(recipe.prefill_tp, recipe.prefill_ep, recipe.prefill_dp_attn, recipe.prefill_workers,
                              prefill_batch),
              "decode": pool(recipe.decode_tp, recipe.decode_ep, recipe.decode_dp_attn, recipe.decode_workers,
@@ -432,7 +439,8 @@ def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, con
     if recipe.eplb_slots is not None and model.moe is not None:  # eplb0: no balancer; eplbN: N slots, N - E replicas
         balance = {"expert_balancer": recipe.eplb_slots > 0,
                    "redundant_experts": max(0, recipe.eplb_slots - model.moe.num_experts)}
-    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp, **balance})
+    front = {"front_ends": recipe.front_ends} if recipe.front_ends is not None else {}
+    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp, **balance, **front})
     return dep, _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
 
 
