@@ -172,6 +172,7 @@ def test_shipped_recipes_read_a_gb200_row_as_the_benchmark_inferencex_ran() -> N
     assert (wide.instances, wide.tp, wide.attention_dp, wide.max_batch_size) == (1, 32, True, 32 * 16)
     assert case.deployment.expert_balancer is False  # eplb0: TensorRT-LLM's expert load balancer is off
     assert case.deployment.router == "round_robin"  # Dynamo's frontend, which srt-slurm starts with its default
+    assert case.deployment.front_ends == 10  # the file leaves srt-slurm's ten frontends behind nginx on
 
 
 def test_a_row_stating_its_workers_takes_its_recipes_decode_batch_cap() -> None:
