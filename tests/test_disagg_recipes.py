@@ -137,7 +137,7 @@ def test_a_recipe_file_names_its_front_ends_and_its_decode_cap(tmp_path) -> None
     """srt-slurm stands up ten Dynamo frontends behind nginx unless the file sets enable_multiple_frontends
     false, or num_additional_frontends + 1 where it names them; the decode cap is TensorRT-LLM's max_batch_size
     per attention-DP rank times the ranks, SGLang's max-running-requests per worker. A file the revision before
-    the date lacks reads as nothing."""
+    the date lacks reads as nothing, and one deleted before the date as it stood before its deletion."""
     repo = tmp_path / "srt"
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -155,6 +155,10 @@ def test_a_recipe_file_names_its_front_ends_and_its_decode_cap(tmp_path) -> None
                     "sglang.yaml": RecipeFile(10, 128)}
     assert read_recipe_file(repo, "one.yaml", "2026-01-15") == RecipeFile(None, None, read=False)
     assert read_recipe_file(repo, "absent.yaml", "2026-03-01") == RecipeFile(None, None, read=False)
+    env = {**os.environ, "GIT_COMMITTER_DATE": "2026-02-15T12:00:00", "GIT_AUTHOR_DATE": "2026-02-15T12:00:00"}
+    subprocess.run([*git, "rm", "-q", "ten.yaml"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "drop"], check=True, env=env)
+    assert read_recipe_file(repo, "ten.yaml", "2026-03-01") == RecipeFile(10, 16 * 8)  # as it stood before deletion
 
 
 def test_shipped_recipes_read_a_gb200_row_as_the_benchmark_inferencex_ran() -> None:

@@ -223,15 +223,20 @@ class RecipeFile(NamedTuple):
 
 
 def read_recipe_file(srt_slurm: Path, recipe: str, before: str) -> RecipeFile:
-    """`recipe` as srt-slurm's last revision before `before` has it. Front ends: one where its `frontend` section
+    """`recipe` as srt-slurm's last revision before `before` has it (or, where that revision had deleted it, the one
+    before the deletion). Front ends: one where its `frontend` section
     sets `enable_multiple_frontends: false`, else `num_additional_frontends` + 1 (srt-slurm's defaults: true and 9,
     `srtctl/core/schema.py` FrontendConfig); None where the front end is not Dynamo's. Decode cap: TensorRT-LLM's
     decode `max_batch_size` (per rank under `enable_attention_dp`), SGLang's decode `max-running-requests`. Both
     None (and `read` false) where the file is absent then."""
-    revision = subprocess.run(["git", "-C", str(srt_slurm), "rev-list", "-1", f"--before={before}", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    shown = subprocess.run(["git", "-C", str(srt_slurm), "show", f"{revision}:{recipe}"], capture_output=True,
-                           text=True)
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(srt_slurm), *args], capture_output=True, text=True)
+
+    revision = git("rev-list", "-1", f"--before={before}", "HEAD").stdout.strip()
+    shown = git("show", f"{revision}:{recipe}")
+    if recipe and revision and shown.returncode:  # deleted before then: as the revision before its deletion had it
+        deleted = git("rev-list", "-1", f"--before={before}", "HEAD", "--", recipe).stdout.strip()
+        shown = git("show", f"{deleted}^:{recipe}") if deleted else shown
     if not recipe or not revision or shown.returncode:
         return RecipeFile(None, None, read=False)
     doc = yaml.safe_load(shown.stdout) or {}
