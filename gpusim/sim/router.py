@@ -70,12 +70,13 @@ class KVAware:
         return min(self.instances, key=lambda i: i.outstanding_tokens + req.prompt - i.prefix_overlap(req))
 
 
-ROUTERS: dict[str, type] = {"round_robin": RoundRobin, "least_loaded": LeastLoaded, "kv_aware": KVAware}
+LOAD_READING: dict[str, type] = {"least_loaded": LeastLoaded, "kv_aware": KVAware}
+"""Policies that read the instances' shared load: replicas of them behind several front ends pick alike."""
 
 
 def make_router(name: str, instances: Sequence[Instance], front_ends: int = 1) -> Router:
-    """The `name` policy over `instances`; `front_ends` independent replicas of it where it keeps state of its
-    own (`round_robin`: the load-reading policies see one shared state, so replicas pick alike)."""
+    """The `name` policy over `instances`, behind `front_ends` independent front ends (which only round-robin,
+    keeping turns of its own, tells apart)."""
     if name == "round_robin":
         return RoundRobin(instances, front_ends)
-    return ROUTERS[name](instances)
+    return LOAD_READING[name](instances)

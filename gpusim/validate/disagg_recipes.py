@@ -105,6 +105,11 @@ class DisaggRecipe:
             return self.decode_batch * (self.decode_tp if self.decode_dp_attn else 1)
         return self.file_decode_cap
 
+    @property
+    def serving(self) -> dict[str, int]:
+        """Deployment fields the recipe file settles: its front ends, where it was read."""
+        return {"front_ends": self.front_ends} if self.front_ends is not None else {}
+
     def label(self) -> str:
         """'ctx1_gen4_tep8_batch1_eplb0_mtp0 (InferenceX, listed from 2026-01-30)', or the pools where no file
         is named."""

@@ -277,9 +277,8 @@ DISAGG_ROUTER = "round_robin"
 """How InferenceX's disaggregated benchmarks spread requests over workers (grade B): Dynamo's frontend, which
 srt-slurm starts for every such recipe with no `--router-mode`, defaults to round-robin (ai-dynamo 0.4.1-0.8.1
 `dynamo/frontend/main.py`), and picks the decode worker (from 0.7 the prefill worker too) blind to its load.
-srt-slurm runs ten such frontends behind nginx, each with its own counter and worker order, which spreads
-requests less evenly than one round-robin; a uniform random pick, the other bound, overshoots the measured
-TTFTs (docs/accuracy.md)."""
+How many such frontends a row's requests went through, each with its own turn and worker order, its recipe file
+says (`DisaggRecipe.serving`: srt-slurm stands up ten behind nginx unless the file turns that off)."""
 
 
 SEQS_PER_GPU = 64
@@ -354,8 +353,8 @@ def _disaggregated(row: Mapping, model: ModelSpec, hw: Hardware, concurrency: in
     if ran is not None and ran.decode_cap is not None:
         decode = decode.model_copy(update={"max_batch_size": ran.decode_cap})
         decode_notes.append(f"decode batch cap from the InferenceX recipe: {ran.label()}")
-    if ran is not None and ran.front_ends is not None:
-        common = {**common, "front_ends": ran.front_ends}
+    if ran is not None:
+        common = {**common, **ran.serving}
     prefill_workers = _int(row, "prefill_num_workers", 0)
 
     def deployment(workers: int) -> DisaggregatedDeployment:
@@ -439,8 +438,7 @@ def _recipe_deployment(recipe: DisaggRecipe, model: ModelSpec, hw: Hardware, con
     if recipe.eplb_slots is not None and model.moe is not None:  # eplb0: no balancer; eplbN: N slots, N - E replicas
         balance = {"expert_balancer": recipe.eplb_slots > 0,
                    "redundant_experts": max(0, recipe.eplb_slots - model.moe.num_experts)}
-    front = {"front_ends": recipe.front_ends} if recipe.front_ends is not None else {}
-    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp, **balance, **front})
+    dep = DisaggregatedDeployment(mode="disaggregated", **pools, **{**common, "mtp": mtp, **balance, **recipe.serving})
     return dep, _gpus(hw, [(recipe.prefill_tp, recipe.prefill_workers), (recipe.decode_tp, recipe.decode_workers)])
 
 
