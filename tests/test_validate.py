@@ -385,6 +385,21 @@ def test_four_bit_checkpoints_run_weight_only_on_hopper() -> None:
     assert (blackwell.deployment.weights, blackwell.deployment.activations) == ("fp4", "fp4")
 
 
+def test_nvidia_rows_beyond_the_calibration_set_map_to_one_vera_rubin_rack() -> None:
+    """reference/mlperf_held_out.csv holds NVIDIA's v6.1 Vera Rubin NVL72 DeepSeek-R1 results (mlcommons
+    inference_results_v6.1 report.txt files): one rack of 72 GPUs, each scenario once, run with the round's
+    TensorRT-LLM, and no row of the calibration set is on that system, so no fit reads them."""
+    from gpusim.analysis.published import read_published
+    from gpusim.validate.datasets import MLPERF_CSV
+    from gpusim.validate.mlperf import software_for_row
+
+    rows = read_published(MLPERF_CSV.parent / "mlperf_held_out.csv")
+    assert {(r.hardware, r.systems, r.gpus, r.benchmark) for r in rows} == {("vr-nvl72", 1, 72, "deepseek-r1")}
+    assert sorted(r.scenario for r in rows) == ["interactive", "offline", "server"]
+    assert {software_for_row(r)[0] for r in rows} == {"trtllm"}
+    assert "vr-nvl72" not in {r.hardware for r in read_published(MLPERF_CSV)}
+
+
 def test_mlperf_validator_searches_each_row_on_its_own_gpus_in_parallel(tmp_path) -> None:
     csv = tmp_path / "published.csv"
     pd.DataFrame([
