@@ -1,7 +1,8 @@
 """Generation and vendor comparisons on the searched default deployments, beside published ratios (compare only).
 
-    python benchmarks/comparisons.py [reference/mlperf_calibration.csv] [--other reference/mlperf_other_vendors.csv]
-        [--workers 2] [--out docs/comparisons.md]
+    python benchmarks/comparisons.py [reference/mlperf_calibration.csv]
+        [--other reference/mlperf_other_vendors.csv reference/mlperf_held_out.csv] [--workers 2]
+        [--out docs/comparisons.md]
 
 Reads the shipped searched defaults (`hardware_profiles/defaults/`, written by `gpusim defaults --write`: each
 entry is the deployment search's winner at 2,400 s with the v6 TensorRT-LLM profile) and writes one page:
@@ -30,7 +31,7 @@ from gpusim.errors import InputError
 from gpusim.specs.experiment import RunSpec
 from gpusim.specs.hardware import load_hardware, system_names
 from gpusim.validate.csvfile import read_checked_csv
-from gpusim.validate.datasets import MLPERF_CSV, OTHER_VENDORS_CSV, cited
+from gpusim.validate.datasets import HELD_OUT_CSV, MLPERF_CSV, OTHER_VENDORS_CSV, cited
 
 PAIRS = (("b300-hgx", "b200-hgx"), ("gb300-nvl72", "gb200-nvl72"), ("gb300-nvl72", "b300-hgx"),
          ("vr-nvl72", "gb300-nvl72"), ("b200-hgx", "h200-hgx"), ("h200-hgx", "h100-hgx"))
@@ -177,15 +178,14 @@ def cross_vendor(pub: dict[Key, float], pred: dict[Key, Predicted], held: dict[K
     return lines
 
 
-def page(csv: Path, other: Path, workers: int = 2) -> str:
-    pub, pred = published_medians(csv, other), predicted()
+def page(csv: Path, others: list[Path], workers: int = 2) -> str:
+    pub, pred = published_medians(csv, *others), predicted()
     lines = ["# Generation comparisons on searched deployments", "",
-             f"Written by `python benchmarks/comparisons.py {cited(csv)} --other {cited(other)}`. Predicted: the "
-             "searched default of each system (`hardware_profiles/defaults/`, `gpusim defaults --write`; 2,400 s "
-             "runs, on the system's own serving stack: TensorRT-LLM v6 on NVIDIA's), tokens/s per GPU as LoadGen "
-             "reports it (Server: in expectation over the last-scheduled query's output length, docs/mlperf.md). "
-             f"Published: the median over {ROUND} submitters "
-             "of each system (compare only).", "",
+             f"Written by `python benchmarks/comparisons.py {cited(csv)} --other {' '.join(map(cited, others))}`. "
+             "Predicted: the searched default of each system (`hardware_profiles/defaults/`, `gpusim defaults "
+             "--write`; 2,400 s runs, on the system's own serving stack: TensorRT-LLM v6 on NVIDIA's), tokens/s "
+             "per GPU as LoadGen reports it (Server: in expectation over the last-scheduled query's output length, "
+             f"docs/mlperf.md). Published: the median over {ROUND} submitters of each system (compare only).", "",
              "## Each system's searched deployment", "",
              "| system | model | scenario | deployment | tokens/s/GPU | search cost (runs of its winner) |",
              "|---|---|---|---|---|---|"]
@@ -222,8 +222,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("published", type=Path, nargs="?", default=MLPERF_CSV,
                     help="CSV shaped like mlperf_calibration.csv (default: the repository's reference/ copy)")
-    ap.add_argument("--other", type=Path, default=OTHER_VENDORS_CSV,
-                    help="other vendors' published results, shaped alike (default: the repository's reference/ copy)")
+    ap.add_argument("--other", type=Path, nargs="+", default=[OTHER_VENDORS_CSV, HELD_OUT_CSV],
+                    help="published results no fit reads, shaped alike: other vendors' and NVIDIA's beyond the "
+                         "calibration set (default: the repository's reference/ copies)")
     ap.add_argument("--workers", type=int, default=2, help="held-deployment runs at once (default 2)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "comparisons.md")
     args = ap.parse_args()

@@ -136,3 +136,19 @@ def test_the_cross_vendor_table_names_both_sides_and_divides_published_medians(b
                    "0.90 | 1.25 | 1.02 | 0.88 |")
     assert not any(line.startswith("| mi355x-platform / b300-hgx") for line in lines)  # no B300 prediction given
     assert any(line.startswith("| tpu7x-cube | ") and "FLOPS A" in line for line in lines)
+
+
+def test_nvidia_rows_beyond_the_calibration_set_give_vera_rubin_a_published_ratio(benchmark_script):
+    """The comparison page reads reference/mlperf_held_out.csv beside the calibration set (its default `--other`):
+    Vera Rubin NVL72's DeepSeek-R1 Offline, 1,183,326.85 tokens/s on 72 GPUs, is its published median, and the
+    page divides it by GB300 NVL72's v6.1 median (679,740 tokens/s on 72 GPUs and 75,918.2 on 8: 9,465.6 per GPU)
+    for the VR / GB300 ratio."""
+    cmp = benchmark_script("comparisons")
+    ref = REPO / "reference"
+    pub = cmp.published_medians(ref / "mlperf_calibration.csv", ref / "mlperf_held_out.csv")
+    assert pub[("vr-nvl72", "deepseek-r1", "offline")] == pytest.approx(1183326.85 / 72)
+    pred = {("vr-nvl72", "deepseek-r1", "offline"): cmp.Predicted(17.4, "vr", None, None, "trtllm"),
+            ("gb300-nvl72", "deepseek-r1", "offline"): cmp.Predicted(10.0, "gb", None, None, "trtllm")}
+    (r,) = [r for r in cmp.ratios(cmp.PAIRS, pred, pub) if r.a == "vr-nvl72"]
+    assert r.predicted == pytest.approx(1.74)
+    assert r.published == pytest.approx(1183326.85 / 72 / ((679740.0 / 72 + 75918.2 / 8) / 2))

@@ -14,12 +14,14 @@ kept out of the package: an installed gpusim is given the file's path)."""
 
 OTHER_VENDORS_CSV = MLPERF_CSV.with_name("mlperf_other_vendors.csv")
 """Published MLPerf results of other vendors' systems (AMD Instinct): validation only, never calibrated on."""
+HELD_OUT_CSV = MLPERF_CSV.with_name("mlperf_held_out.csv")
+"""NVIDIA's published MLPerf results on systems outside the calibration set (Vera Rubin NVL72): validation only."""
 
 
 def cited(csv: Path) -> str:
     """How a page or profile names a published-results file: the repository's own path for a shipped one, else
     the file's name (never a path outside the repository)."""
-    shipped = csv.resolve() in (MLPERF_CSV, OTHER_VENDORS_CSV)
+    shipped = csv.resolve() in (MLPERF_CSV, OTHER_VENDORS_CSV, HELD_OUT_CSV)
     return f"reference/{csv.name}" if shipped else csv.name
 
 
