@@ -21,6 +21,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -94,9 +95,11 @@ def analytic_points(setup: Setup, limits: Limits, seed: int = 0) -> pd.DataFrame
 
 
 def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int = 0,
-           log: Log = lambda _: None) -> list[Setup]:
+           log: Log = lambda _: None, rank: Literal["front", "capacity"] = "front") -> list[Setup]:
     """The deployments to simulate (module docstring, 1): at most `keep`, `base`'s own and the best disaggregated
-    one among them."""
+    one among them. Layouts rank by their share of the analytic front (a frontier: the most of it simulated), or
+    by `rank="capacity"` by the highest QPS whose analytic TPOT meets the limit (a capacity plan, which asks only
+    for that: the layout holding most of the front may be one whose prefill pool starves at its rate)."""
     best: dict[tuple, tuple[float, Setup, pd.DataFrame]] = {}  # per layout: its highest-capacity budget variant
     for dep in candidate_deployments(base.hardware, base.model, base.bench, scenario, seed=seed,
                                      software=base.deployment.software):
@@ -112,7 +115,8 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
     every = pd.concat([pts.assign(layout=i) for i, (_, _, pts) in enumerate(layouts)], ignore_index=True)
     share = every.iloc[pareto_front(every["tokens_per_s_per_user"].to_numpy(),
                                     every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
-    ranked = [layouts[i][1] for i in sorted(range(len(layouts)), key=lambda i: (-share.get(i, 0), -layouts[i][0]))]
+    order = ((lambda i: (-share.get(i, 0), -layouts[i][0])) if rank == "front" else (lambda i: -layouts[i][0]))
+    ranked = [layouts[i][1] for i in sorted(range(len(layouts)), key=order)]
     disagg = next((s for s in ranked if not isinstance(s.deployment, Deployment)), None)
     chosen: dict[tuple, Setup] = {}
     for s in [base, *([disagg] if disagg else []), *ranked]:  # the two always, then the most of the front

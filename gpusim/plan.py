@@ -3,7 +3,9 @@
 For each candidate system:
 
 1. **One system's capacity at the level** (`system_capacity`): the frontier's screen picks the deployments worth
-   simulating for the traffic's lengths and limits (`frontier.screen`); each is bisected between the highest
+   simulating for the traffic's lengths and limits, ranked by analytic capacity at the level
+   (`frontier.screen(rank="capacity")`: the disaggregated layout with the most prefill a prompt-heavy traffic
+   needs, where the front's share would pick one whose context pool starves); each is bisected between the highest
    Poisson rate whose steady run meets the limits and the lowest that does not (`highest_meeting_qps`; runs are
    cached on disk like the frontier's).
 2. **Systems**: ceil(peak rate / that capacity), plus `spare` systems that may be down (N+k).
@@ -187,7 +189,7 @@ def system_capacity(bases: list[Setup], limits: Limits, keep: int = 3, seed: int
     screened = []
     for base in bases:
         try:
-            screened.append(screen(base, "server", limits, keep, seed, log))
+            screened.append(screen(base, "server", limits, keep, seed, log, rank="capacity"))
         except InputError:
             screened.append([])
     jobs = [(s, limits, seed) for setups in screened for s in setups]

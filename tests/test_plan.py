@@ -86,6 +86,33 @@ def test_a_trace_replays_at_a_rate_with_its_shape():
     assert list(got.input_tokens) == [10, 20, 30, 10, 20, 30]
 
 
+def test_a_plan_screens_by_capacity_at_the_level_not_by_the_front():
+    """The Azure conversation trace on one GB200 NVL72 (prompt-heavy: about 1k prompt tokens for 200 out) at p99
+    TTFT 2 s and TPOT 20 ms: the plan keeps the disaggregated layout with the highest analytic capacity among all
+    candidates (found here over every candidate, as the screen's own ranking is not consulted), where the
+    front's share keeps another one."""
+    from gpusim.frontier import analytic_points, screen
+    from gpusim.loadgen.traces import read_trace
+    from gpusim.search import candidate_deployments
+    from gpusim.specs.deployment import Deployment
+
+    limits = Limits(2.0, 0.02)
+    trace = read_trace(Path(__file__).resolve().parents[1] / "reference" / "traces" / "AzureLLMInferenceTrace_conv.csv")
+    base = plan_mod.traffic_setup(prepare("gb200-nvl72", "deepseek-r1", scenario="server"),
+                                  Traffic(2000.0, trace, "azure"), limits)
+
+    def capacity(dep) -> float:
+        pts = analytic_points(base.with_deployment(dep, dep.name), limits)
+        return float(pts["qps"].max()) if len(pts) else 0.0
+
+    disagg = [d for d in candidate_deployments(base.hardware, base.model, base.bench, "server",
+                                               software=base.deployment.software) if not isinstance(d, Deployment)]
+    top = max(disagg, key=capacity)
+    planned = [s.deployment.name for s in screen(base, "server", limits, keep=3, rank="capacity")]
+    front = [s.deployment.name for s in screen(base, "server", limits, keep=3)]
+    assert top.name in planned and top.name not in front
+
+
 def test_a_plan_is_verified_by_simulation_and_names_each_sides_deployment(capsys):
     assert main(["plan", "--hardware", "b200-hgx,b300-hgx", "--benchmark", "llama2-70b", "--qps", "600",
                  "--deployments", "1", "--spare", "1", "--json"]) == 0
