@@ -4,8 +4,9 @@
 
 Sessions of the `agentic-coding` benchmark (workloads/benchmarks/agentic-coding.yaml) start as a Poisson process
 for 600 s. For each system and each candidate deployment (the searched Server default, aggregated, and
-disaggregated splits of its DEP instances into prefill and decode pools), the session rate climbs a grid of rates
-(×√2 apart) from the best rate found so far until the service level fails; the system's answer is its highest rate
+disaggregated splits of its GPUs into prefill and decode pools of DEP4 and DEP8 instances, the same widths on
+every system), the session rate climbs a grid of rates (×√2 apart) from the best rate found so far until the
+service level fails; the system's answer is its highest rate
 that meets the service level and the deployment that ran it. Then, on each system's answer: where a prefill
 chunk's and a decode step's time goes, and the KV-tier what-if (HBM only, host memory, host and storage) on the
 same traffic with tool calls 20x longer (test suites, builds, a person reading), where contexts wait long enough to
@@ -49,6 +50,8 @@ FLOOR = 4.0
 SYSTEMS = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "b300-hgx"]
 PREFILL_SHARES = (0.55, 0.67, 0.78)
 """Shares of a system's instances the disaggregated candidates give to prefill."""
+POOL_WIDTHS = (4, 8)
+"""GPUs of each disaggregated candidate's prefill and decode instances (attention DP and EP over all of them)."""
 TIER_CHOICES = {"HBM only": [], "host memory": ["host"], "host and storage": ["host", "storage"],
                 "host, storage and network": ["host", "storage", "network"]}
 TIER_SYSTEMS = ("gb300-nvl72", "vr-nvl72", "b300-hgx")
@@ -60,23 +63,27 @@ LONG_TOOLS = 20.0
 
 
 def candidates(hw: str) -> dict[str, object]:
-    """The searched Server default (aggregated) and disaggregated splits of its instances: prefill-heavy, as
-    agent calls bring thousands of new tokens each over a long cached context and answer in a few hundred."""
-    base = prepare(hw, BENCH, scenario="sessions").deployment
+    """The searched Server default (aggregated) and disaggregated splits of a system's GPUs into DEP instances of
+    each width in `POOL_WIDTHS` (and the default's own): prefill-heavy, as agent calls bring thousands of new
+    tokens each over a long cached context and answer in a few hundred. Every system gets the same widths, so
+    a ratio between two systems does not follow whichever width each one's Server search happened to pick."""
+    setup = prepare(hw, BENCH, scenario="sessions")
+    base = setup.deployment
     out: dict[str, object] = {"default (aggregated)": None}
-    gpus = prepare(hw, BENCH, scenario="sessions").num_gpus
-    count = gpus // base.gpus_per_instance
-    if count < 2:
-        return out
-    pool = {"tp": base.tp, "ep": base.ep, "attention_dp": base.attention_dp}
     shared = {k: getattr(base, k) for k in ("software", "weights", "activations", "kv_cache", "frontend")}
-    for prefill in sorted({max(1, round(count * share)) for share in PREFILL_SHARES} & set(range(1, count))):
-        out[f"disaggregated {prefill}P:{count - prefill}D"] = {
-            "name": f"agentic-{prefill}p{count - prefill}d", "mode": "disaggregated", **shared,
-            "prefix_cache": True, "router": "kv_aware",
-            "prefill": {**pool, "instances": prefill, "max_batch_size": 512, "max_num_tokens": base.max_num_tokens},
-            "decode": {**pool, "instances": count - prefill, "max_batch_size": base.max_batch_size,
-                       "max_num_tokens": base.max_batch_size}}
+    rank_batch, rank_tokens = base.max_batch_size / base.tp, base.max_num_tokens / base.tp
+    for width in sorted({base.tp, *POOL_WIDTHS}):
+        count = setup.num_gpus // width
+        if width > setup.hardware.domain_gpus or count < 2:
+            continue
+        pool = {"tp": width, "ep": width, "attention_dp": True}
+        batch, tokens = round(rank_batch * width), round(rank_tokens * width)
+        for prefill in sorted({max(1, round(count * share)) for share in PREFILL_SHARES} & set(range(1, count))):
+            out[f"disaggregated {prefill}P:{count - prefill}D DEP{width}"] = {
+                "name": f"agentic-{prefill}p{count - prefill}d-dep{width}", "mode": "disaggregated", **shared,
+                "prefix_cache": True, "router": "kv_aware",
+                "prefill": {**pool, "instances": prefill, "max_batch_size": 512, "max_num_tokens": tokens},
+                "decode": {**pool, "instances": count - prefill, "max_batch_size": batch, "max_num_tokens": batch}}
     return out
 
 

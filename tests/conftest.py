@@ -28,17 +28,28 @@ def shared_dir() -> Path:
     return SHARED
 
 
-@pytest.fixture
-def benchmark_script() -> Callable[[str], ModuleType]:
-    """Loads a script of benchmarks/ (not a package) by name, e.g. `benchmark_script("speed")`."""
+def _script_loader(folder: Path) -> Callable[[str], ModuleType]:
+    """Loads a script of `folder` (not a package) by name."""
 
     def load(name: str) -> ModuleType:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
 
     return load
+
+
+@pytest.fixture
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """Loads a script of benchmarks/ by name, e.g. `benchmark_script("speed")`."""
+    return _script_loader(BENCHMARKS)
+
+
+@pytest.fixture
+def experiment_script() -> Callable[[str], ModuleType]:
+    """Loads a script of experiments/ by name, e.g. `experiment_script("agentic")`."""
+    return _script_loader(BENCHMARKS.parent / "experiments")
 
 
 try:  # property tests (Hypothesis): few examples by default; HYPOTHESIS_PROFILE=slow runs many more

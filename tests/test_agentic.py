@@ -216,3 +216,18 @@ def test_sessions_run_from_the_command_line(capsys, tmp_path):
     code = main(["run", "--hardware", "b300-hgx", "--benchmark", "deepseek-r1", "--scenario", "sessions",
                  "--session-rate", "0.1"])
     assert code == 2 and "agentic" in capsys.readouterr().err
+
+
+def test_every_rack_gets_the_same_pool_widths_whatever_its_default(experiment_script):
+    """docs/agentic.md's candidates split each rack into DEP4 and DEP8 pools, whichever width its Server search
+    picked (GB300 NVL72's default runs DEP4 instances, Vera Rubin NVL72's DEP8): a ratio between the two racks then
+    compares hardware on the same layouts. A DEP4 pool's batch cap is its default's per rank times 4."""
+    agentic = experiment_script("agentic")
+    widths = {hw: sorted({d["decode"]["tp"] for d in agentic.candidates(hw).values() if d})
+              for hw in ("gb300-nvl72", "vr-nvl72")}
+    assert widths == {"gb300-nvl72": [4, 8], "vr-nvl72": [4, 8]}
+    vr = agentic.candidates("vr-nvl72")
+    default = prepare("vr-nvl72", "agentic-coding", scenario="sessions").deployment
+    dep4 = next(d for d in vr.values() if d and d["decode"]["tp"] == 4)
+    assert dep4["decode"]["max_batch_size"] == round(default.max_batch_size / default.tp * 4)
+
