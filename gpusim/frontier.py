@@ -112,14 +112,15 @@ def screen(base: Setup, scenario: str, limits: Limits, keep: int = 5, seed: int 
         raise InputError("command line", "hardware", f"no deployment of {base.model.id} on {base.hardware.id} fits "
                          f"and meets {limits.text()}")
     layouts = list(best.values())
-    every = pd.concat([pts.assign(layout=i) for i, (_, _, pts) in enumerate(layouts)], ignore_index=True)
-    share = every.iloc[pareto_front(every["tokens_per_s_per_user"].to_numpy(),
-                                    every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
-    order = ((lambda i: (-share.get(i, 0), -layouts[i][0])) if rank == "front" else (lambda i: -layouts[i][0]))
-    ranked = [layouts[i][1] for i in sorted(range(len(layouts)), key=order)]
+    share: pd.Series = pd.Series(dtype=int)  # points each layout holds on the analytic front (rank="front" only)
+    if rank == "front":
+        every = pd.concat([pts.assign(layout=i) for i, (_, _, pts) in enumerate(layouts)], ignore_index=True)
+        share = every.iloc[pareto_front(every["tokens_per_s_per_user"].to_numpy(),
+                                        every["tokens_per_s_per_gpu"].to_numpy())]["layout"].value_counts()
+    ranked = [layouts[i][1] for i in sorted(range(len(layouts)), key=lambda i: (-share.get(i, 0), -layouts[i][0]))]
     disagg = next((s for s in ranked if not isinstance(s.deployment, Deployment)), None)
     chosen: dict[tuple, Setup] = {}
-    for s in [base, *([disagg] if disagg else []), *ranked]:  # the two always, then the most of the front
+    for s in [base, *([disagg] if disagg else []), *ranked]:  # the two always, then the highest ranked
         if len(chosen) < keep:
             chosen.setdefault(layout_key(s.deployment), s)
     log(f"screen: {len(best)} layouts of {base.model.id} on {base.hardware.id}; simulating "

@@ -16,6 +16,7 @@ from gpusim.cli import main
 from gpusim.perf.collectives import allreduce_time, alltoall_time
 from gpusim.specs.catalog import clear_cache
 from gpusim.specs.hardware import load_hardware
+from gpusim.validate.datasets import HELD_OUT_CSV, MLPERF_CSV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,8 +145,7 @@ def test_nvidia_rows_beyond_the_calibration_set_give_vera_rubin_a_published_rati
     page divides it by GB300 NVL72's v6.1 median (679,740 tokens/s on 72 GPUs and 75,918.2 on 8: 9,465.6 per GPU)
     for the VR / GB300 ratio."""
     cmp = benchmark_script("comparisons")
-    ref = REPO / "reference"
-    pub = cmp.published_medians(ref / "mlperf_calibration.csv", ref / "mlperf_held_out.csv")
+    pub = cmp.published_medians(MLPERF_CSV, HELD_OUT_CSV)
     assert pub[("vr-nvl72", "deepseek-r1", "offline")] == pytest.approx(1183326.85 / 72)
     pred = {("vr-nvl72", "deepseek-r1", "offline"): cmp.Predicted(17.4, "vr", None, None, "trtllm"),
             ("gb300-nvl72", "deepseek-r1", "offline"): cmp.Predicted(10.0, "gb", None, None, "trtllm")}

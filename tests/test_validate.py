@@ -390,10 +390,10 @@ def test_nvidia_rows_beyond_the_calibration_set_map_to_one_vera_rubin_rack() -> 
     inference_results_v6.1 report.txt files): one rack of 72 GPUs, each scenario once, run with the round's
     TensorRT-LLM, and no row of the calibration set is on that system, so no fit reads them."""
     from gpusim.analysis.published import read_published
-    from gpusim.validate.datasets import MLPERF_CSV
+    from gpusim.validate.datasets import HELD_OUT_CSV, MLPERF_CSV
     from gpusim.validate.mlperf import software_for_row
 
-    rows = read_published(MLPERF_CSV.parent / "mlperf_held_out.csv")
+    rows = read_published(HELD_OUT_CSV)
     assert {(r.hardware, r.systems, r.gpus, r.benchmark) for r in rows} == {("vr-nvl72", 1, 72, "deepseek-r1")}
     assert sorted(r.scenario for r in rows) == ["interactive", "offline", "server"]
     assert {software_for_row(r)[0] for r in rows} == {"trtllm"}
