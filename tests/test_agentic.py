@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from gpusim.analysis.sessions import STEADY_WINDOW_S, steady_figures, warm_up_s
 from gpusim.build import prepare
 from gpusim.cli import main
 from gpusim.errors import InputError
@@ -231,3 +233,56 @@ def test_every_rack_gets_the_same_pool_widths_whatever_its_default(experiment_sc
     dep4 = next(d for d in vr.values() if d and d["decode"]["tp"] == 4)
     assert dep4["decode"]["max_batch_size"] == round(default.max_batch_size / default.tp * 4)
 
+
+
+def test_the_warm_up_is_when_sessions_in_progress_reach_their_steady_number_by_hand():
+    # half the sessions last 100 s, half 1,000 s: E[S] = 550, E[min(S, t)] = 50 + t / 2 above 100 s, which
+    # reaches 0.97 · 550 = 533.5 at t = 967; sessions all T long are all in progress from T on (0.97 T)
+    assert warm_up_s(np.array([1000.0, 100.0])) == pytest.approx(967.0)
+    assert warm_up_s(np.full(4, 200.0)) == pytest.approx(0.97 * 200.0)
+
+
+def _sessions_run(time_s: float, late_ttft: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sessions starting each second for 1,000 s, each `time_s` long, and one call a second: those of the first 50 s
+    answer after 10 s, the others after `late_ttft`, each 11 tokens over 1 s more."""
+    starts = np.arange(1001.0)
+    per = pd.DataFrame({"start_s": starts, "time_s": time_s})
+    ttft = np.where(starts < 50, 10.0, late_ttft)
+    records = pd.DataFrame({"request_id": np.arange(1001), "scheduled_s": starts, "first_token_s": starts + ttft,
+                            "completion_s": starts + ttft + 1.0, "output_tokens": 11})
+    return records, per
+
+
+def test_steady_figures_judge_only_the_calls_begun_once_the_load_is_steady():
+    records, per = _sessions_run(100.0, 0.5)  # warm after 97 s: the slow first calls do not count
+    steady = steady_figures(records, per)
+    assert steady["steady"] and steady["warm_up_s"] == pytest.approx(97.0)
+    assert steady["calls"] == 904 and steady["ttft_p99_s"] == pytest.approx(0.5)  # begun at 97 s through 1,000 s
+    assert steady["tpot_p99_s"] == pytest.approx(0.1) and steady["calls_per_s"] == pytest.approx(904 / 903)
+    records, per = _sessions_run(900.0, 0.5)  # warm after 873 s: 127 s of starts is no window
+    short = steady_figures(records, per)
+    assert not short["steady"] and short["ttft_p99_s"] is None
+    assert short["needs_duration_s"] == pytest.approx(873.0 + STEADY_WINDOW_S)
+
+
+def test_the_experiment_runs_a_passing_rate_again_until_its_load_is_steady(experiment_script, monkeypatch):
+    agentic = experiment_script("agentic")
+    calls: list[tuple[float, float]] = []
+
+    def fake_run(hw, rate, deployment, bench=None, model=None, duration_s=agentic.DURATION_S):
+        """All calls within the SLO at rate 1 (at rate 2: TTFT p99 9 s); steady once starts last 1,000 s."""
+        calls.append((rate, duration_s))
+        ttft = 1.0 if rate == 1 else 9.0
+        steady = {"steady": duration_s >= 1000, "ttft_p99_s": 1.0 if duration_s >= 1000 else None, "tpot_p99_s": 0.01,
+                  "needs_duration_s": None if duration_s >= 1000 else 750.0}
+        return {"ttft_p99_s": ttft, "tpot_p99_s": 0.01,
+                "sessions": {"sessions": 5, "completed_sessions": 5, "steady": steady}}, {}
+
+    monkeypatch.setattr(agentic, "run", fake_run)
+    durations = [agentic.DURATION_S]
+    s, _ = agentic.judge("hw", 1.0, None, durations)
+    assert agentic.meets(s) and calls == [(1.0, 600.0), (1.0, 1000.0)]  # 1.25 × 750 s, to the next 100 s
+    assert durations[-1] == 1000.0
+    calls.clear()
+    s, _ = agentic.judge("hw", 2.0, None, durations)  # fails in the short run: not run longer
+    assert not agentic.meets(s) and calls == [(2.0, 600.0)]

@@ -1,15 +1,68 @@
 """What a user of agents asks of a run of agent sessions: how long a session takes, how fast each call answers at
-its context length, how many sessions a rack and a megawatt carry, and where the KV of their contexts came from."""
+its context length, how many sessions a rack and a megawatt carry, and where the KV of their contexts came from.
+
+Sessions start as a process and each runs for minutes, so a run's load climbs for about a session's time before it
+levels off: a service level judged over all calls of a run shorter than that judges a load the sessions never
+reached, and a slower system, whose sessions last longer, sees less of its load. The summary's `steady` block judges
+only the calls begun once the load is steady (`warm_up_s`) and before sessions stop starting.
+"""
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 
+from gpusim.loadgen.metrics import add_latency_columns, loadgen_percentile, request_weights
+
 CONTEXT_BINS = (0, 32_768, 65_536, 131_072, 2**62)
 """Prompt lengths a call's TTFT is reported by (the context a call brings grows through its session)."""
+STEADY_LOAD = 0.97
+"""The load counts as steady once the sessions in progress are within 3% of their stationary number."""
+STEADY_WINDOW_S = 300.0
+"""The least span of session starts after the warm-up that a run's steady figures are judged over."""
+
+
+def warm_up_s(times: np.ndarray) -> float:
+    """Seconds from the first session start until the sessions in progress reach `STEADY_LOAD` of their stationary
+    number, given the sessions' times S: with sessions starting at a constant rate λ, λ·E[min(S, t)] are in progress
+    at t and λ·E[S] in steady state, so the warm-up is the least t with E[min(S, t)] ≥ STEADY_LOAD · E[S]."""
+    s = np.sort(np.asarray(times, dtype=np.float64))
+    n = len(s)
+    if n == 0:
+        return 0.0
+    left = n - np.arange(n)  # sessions at least s[k] long
+    capped_mean = (np.concatenate(([0.0], np.cumsum(s)[:-1])) + left * s) / n  # E[min(S, s[k])]
+    target = STEADY_LOAD * s.mean()
+    k = int(np.argmax(capped_mean >= target - 1e-12))
+    # E[min(S, t)] is linear between the times, rising by left[k] / n per second just below s[k]
+    return float(s[k] - (capped_mean[k] - target) * n / left[k])
+
+
+def steady_figures(records: pd.DataFrame, per: pd.DataFrame) -> dict:
+    """The calls begun in the steady window, from the warm-up (`warm_up_s` of the completed sessions' times, after
+    the first start) to the last session start: their count and rate, the output tokens they ask for per second,
+    their p50/p99 TTFT and TPOT (LoadGen's definitions) and the median user's tokens/s; `steady` False, with the
+    `needs_duration_s` of session starts that would give a window of `STEADY_WINDOW_S`, where the run is shorter."""
+    first, last = (float(per["start_s"].min()), float(per["start_s"].max())) if len(per) else (0.0, 0.0)
+    warm = warm_up_s(per["time_s"].to_numpy())
+    lo, window = first + warm, last - first - warm
+    out: dict = {"steady": window >= STEADY_WINDOW_S, "warm_up_s": warm, "window_s": max(window, 0.0),
+                 "needs_duration_s": None if window >= STEADY_WINDOW_S else warm + STEADY_WINDOW_S}
+    df = add_latency_columns(records)
+    df = df[(df["scheduled_s"] >= lo) & (df["scheduled_s"] <= last)] if out["steady"] else df.iloc[:0]
+    w = request_weights(df)
+    out["calls"] = len(df)
+    out["calls_per_s"] = len(df) / window if out["steady"] else None
+    out["output_tokens_per_s"] = float(df["output_tokens"].sum()) / window if out["steady"] else None
+    out["tokens_per_s_per_user_p50"] = _per_user(df) if len(df) else None
+    for col, key in (("ttft_s", "ttft"), ("tpot_s", "tpot")):
+        for p in (50, 99):
+            v = loadgen_percentile(df[col], p / 100, w) if len(df) else math.nan
+            out[f"{key}_p{p}_s"] = None if math.isnan(v) else v
+    return out
 
 
 def session_times(records: pd.DataFrame, session: np.ndarray) -> pd.DataFrame:
@@ -60,7 +113,9 @@ def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, ra
         "sessions_per_s_per_rack": rate / systems if rate else None,
         "sessions_per_s_per_mw": rate / (systems * rack_kw / 1e3) if rate else None,
         "kv_tiers": tiers,
+        "steady": steady_figures(records, per),
     }
 
 
-__all__ = ["CONTEXT_BINS", "session_summary", "session_times"]
+__all__ = ["CONTEXT_BINS", "STEADY_LOAD", "STEADY_WINDOW_S", "session_summary", "session_times", "steady_figures",
+           "warm_up_s"]

@@ -191,7 +191,18 @@ def _sessions_text(a: dict, hit_rate: float | None) -> str:
     hits = f"; prefix hits {hit_rate:.0%}{tiers}" if hit_rate is not None else ""
     return (f"sessions    {a['completed_sessions']:,} of {a['sessions']:,} completed, "
             f"{a['calls_per_session']:.1f} calls each, p50 context {a['context_tokens_p50']:,.0f} tokens; "
-            f"session time p50 {a['session_time_p50_s']:,.0f} s, p99 {a['session_time_p99_s']:,.0f} s{rate}{hits}")
+            f"session time p50 {a['session_time_p50_s']:,.0f} s, p99 {a['session_time_p99_s']:,.0f} s{rate}{hits}\n"
+            + _steady_text(a["steady"]))
+
+
+def _steady_text(st: dict) -> str:
+    """The calls begun once the sessions' load levelled off (`gpusim/analysis/sessions.py`, `steady_figures`)."""
+    if not st["steady"]:
+        return (f"load window none: the load levels off {st['warm_up_s']:,.0f} s after the first session "
+                f"starts; --duration {st['needs_duration_s']:,.0f} or more judges the calls of a steady window")
+    return (f"load window {st['calls']:,} calls begun in the {st['window_s']:,.0f} s after the load levelled off "
+            f"({st['warm_up_s']:,.0f} s in), {st['calls_per_s']:,.1f} a second: TTFT p50 {st['ttft_p50_s']:.2f} s, "
+            f"p99 {st['ttft_p99_s']:.2f} s; TPOT p99 {1e3 * st['tpot_p99_s']:.1f} ms")
 
 
 def _run_length_text(r: dict) -> str:
