@@ -286,3 +286,20 @@ def test_the_experiment_runs_a_passing_rate_again_until_its_load_is_steady(exper
     calls.clear()
     s, _ = agentic.judge("hw", 2.0, None, durations)  # fails in the short run: not run longer
     assert not agentic.meets(s) and calls == [(2.0, 600.0)]
+
+
+@pytest.mark.parametrize("prompt,output", [(512, 0), (1000, 24), (1000, 25), (3, 0), (4096, 700)])
+def test_block_hashes_index_and_slice_as_the_tuple_of_them(prompt, output):
+    from gpusim.loadgen.agentic import block_hashes
+
+    base, full = 3 << 40, (prompt + output) // PREFIX_BLOCK_TOKENS  # agent 2, call 5: full blocks, then its own
+    blocks = -(-(prompt + output) // PREFIX_BLOCK_TOKENS)
+    spelt = tuple(base + b if b < full else base + (6 << 24) + b for b in range(blocks))
+    h = block_hashes(2, 5, prompt, output)
+    assert tuple(h) == spelt and len(h) == len(spelt) and h == spelt
+    assert [h[i] for i in range(-len(spelt), len(spelt))] == [*spelt, *spelt]
+    for lo in range(-2, len(spelt) + 2):
+        for hi in range(-2, len(spelt) + 2):
+            assert tuple(h[lo:hi]) == spelt[lo:hi] and len(h[lo:hi]) == len(spelt[lo:hi])
+    with pytest.raises(IndexError):
+        h[len(spelt)]

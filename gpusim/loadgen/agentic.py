@@ -14,25 +14,23 @@ starts with while it still holds them (in HBM, or in a lower KV tier it reloads 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpusim.errors import InputError
-from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload
+from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, BlockHashes, Workload
 from gpusim.specs.benchmark import AgenticSessions, BenchmarkSpec, benchmark_names, load_benchmark
 
 
-def block_hashes(agent: int, call: int, prompt: int, output: int = 0) -> tuple[int, ...]:
+def block_hashes(agent: int, call: int, prompt: int, output: int = 0) -> BlockHashes:
     """Hashes of the blocks of a call's sequence, its prompt and its `output`. A full block holds the same tokens
     in every later call of its agent (the context only grows, and the answer is the start of the next prompt), so
     it has one hash per agent and index; the last, partly filled block is this call's own (filled further, it is
     another block in the next call)."""
-    full = (prompt + output) // PREFIX_BLOCK_TOKENS
-    blocks = math.ceil((prompt + output) / PREFIX_BLOCK_TOKENS)
+    full, partial = divmod(prompt + output, PREFIX_BLOCK_TOKENS)
     base = (agent + 1) << 40
-    return tuple(base + b if b < full else base + ((call + 1) << 24) + b for b in range(blocks))
+    return BlockHashes(base, full, base + ((call + 1) << 24) + full if partial else None)
 
 
 @dataclass
@@ -44,7 +42,7 @@ class _Calls:
     output: list[int] = field(default_factory=list)
     after: list[tuple[int, ...]] = field(default_factory=list)
     delay_s: list[float] = field(default_factory=list)
-    hashes: list[tuple[int, ...]] = field(default_factory=list)
+    hashes: list[BlockHashes] = field(default_factory=list)
     agents: int = 0
 
     def add(self, session: int, agent: int, call: int, prompt: int, output: int, after: tuple[int, ...],
@@ -62,14 +60,14 @@ def _session(calls: _Calls, a: AgenticSessions, bench: BenchmarkSpec, s: int, rn
     """Append session `s`: its main agent's calls and the sub-agents they start."""
     main = calls.agents
     calls.agents += 1
-    turns = a.turns if isinstance(a.turns, int) else int(a.turns.sample(1, rng)[0])
-    prompt, added, prev, waits = int(a.first_prompt.sample(1, rng)[0]), 0, -1, ()
+    turns = a.turns if isinstance(a.turns, int) else a.turns.sample_one(rng)
+    prompt, added, prev, waits = a.first_prompt.sample_one(rng), 0, -1, ()
     for t in range(turns):
         if t:
-            prompt += calls.output[prev] + added + int(a.turn_tokens.sample(1, rng)[0])
+            prompt += calls.output[prev] + added + a.turn_tokens.sample_one(rng)
             if prompt > a.max_context:  # the context window is full: the session ends here
                 return
-        out = int(bench.output_tokens.sample(1, rng)[0])
+        out = bench.output_tokens.sample_one(rng)
         prev = calls.add(s, main, t, prompt, out, waits, a.tool_time(rng) if t else 0.0)
         waits, added = (prev,), 0
         sub = a.subagents
@@ -79,13 +77,13 @@ def _session(calls: _Calls, a: AgenticSessions, bench: BenchmarkSpec, s: int, rn
         for _ in range(sub.count):  # each starts after this call's tool call, over a context of its own
             agent = calls.agents
             calls.agents += 1
-            p, last = int(sub.first_prompt.sample(1, rng)[0]), prev
+            p, last = sub.first_prompt.sample_one(rng), prev
             for u in range(sub.turns):
                 if u:
-                    p += calls.output[last] + int(a.turn_tokens.sample(1, rng)[0])
+                    p += calls.output[last] + a.turn_tokens.sample_one(rng)
                     if p > a.max_context:
                         break
-                last = calls.add(s, agent, u, p, int(bench.output_tokens.sample(1, rng)[0]), (last,),
+                last = calls.add(s, agent, u, p, bench.output_tokens.sample_one(rng), (last,),
                                  a.tool_time(rng))
             ends.append(last)
             added += calls.output[last]  # its answer joins the main agent's next prompt

@@ -11,8 +11,9 @@ and is scheduled `delay_s` (a tool call's time) after the last of them; one with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -21,6 +22,49 @@ from gpusim.errors import InputError
 PREFIX_BLOCK_TOKENS = 512
 """Tokens per hashed prompt block (`Workload.prefix_hashes`): the Mooncake traces' block, and the engine's
 prefix-cache block."""
+
+
+class BlockHashes(Sequence[int]):
+    """A request's block hashes held as a rule rather than a tuple of them: `full` hashes counting up from `first`,
+    then, where the sequence ends inside a block, that block's own hash `last`. An agent's calls hash their blocks so
+    (`agentic.block_hashes`); a tuple of a long context's hashes would cost some 40 bytes a block, and a run of agent
+    sessions holds millions of blocks' worth. Indexing, slicing and iteration give the tuple's values."""
+
+    __slots__ = ("first", "full", "last")
+
+    def __init__(self, first: int, full: int, last: int | None = None) -> None:
+        self.first, self.full, self.last = first, full, last
+
+    def __len__(self) -> int:
+        return self.full + (self.last is not None)
+
+    def __iter__(self) -> Iterator[int]:
+        counted = range(self.first, self.first + self.full)
+        return iter(counted) if self.last is None else chain(counted, (self.last,))
+
+    def __getitem__(self, i: int | slice) -> int | BlockHashes:  # type: ignore[override]
+        n = len(self)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step != 1:
+                raise ValueError("block hashes slice with step 1 only")
+            stop = max(start, stop)
+            return BlockHashes(self.first + start, max(0, min(stop, self.full) - start),
+                               self.last if start <= self.full < stop else None)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("block hash index out of range")
+        return self.first + i if i < self.full else self.last
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"BlockHashes({self.first}, {self.full}, {self.last})"
 
 
 @dataclass(frozen=True)
@@ -35,7 +79,7 @@ class Workload:
     """int64 generated lengths, >= 1."""
     concurrency: int | None = None
     """Closed loop: keep this many requests outstanding. None: open loop on `arrival_s`."""
-    prefix_hashes: list[tuple[int, ...]] | None = None
+    prefix_hashes: list[tuple[int, ...] | BlockHashes] | None = None
     """Per request, the hashes of its blocks of `PREFIX_BLOCK_TOKENS`, for prefix caching: its prompt's (Mooncake
     traces), or with `answer_hashed` its whole sequence's, prompt then answer (agentic sessions)."""
     answer_hashed: bool = False
@@ -100,7 +144,7 @@ class Workload:
             raise InputError(src, "concurrency", f"must be > 0, got {concurrency}")
         hashes = None
         if prefix_hashes is not None:
-            hashes = [hs if isinstance(hs, tuple) else tuple(map(int, hs)) for hs in prefix_hashes]
+            hashes = [hs if isinstance(hs, tuple | BlockHashes) else tuple(map(int, hs)) for hs in prefix_hashes]
             if len(hashes) != len(arr):
                 raise InputError(src, "prefix_hashes", f"{len(hashes)} entries for {len(arr)} requests")
         deps = _dependencies(src, len(arr), after, delay_s, session)

@@ -41,6 +41,12 @@ class LengthDistribution(_Spec):
         x = rng.lognormal(self.mu, self.sigma, n)
         return np.clip(np.rint(x), self.min, self.max).astype(np.int64)
 
+    def sample_one(self, rng: np.random.Generator) -> int:
+        """One length, the value `sample(1, rng)` gives from the same generator state, without an array."""
+        if self.kind == "constant":
+            return int(self.value if self.value is not None else self.max)
+        return round(min(max(rng.lognormal(self.mu, self.sigma), self.min), self.max))
+
 
 class LatencyLimits(_Spec):
     """`mlperf.conf` latency limits of a Server-type scenario (p99): TTFT and TPOT for token-latency models,
@@ -70,6 +76,12 @@ class SecondsDistribution(_Spec):
         if self.kind == "constant":
             return np.full(n, self.value if self.value is not None else self.max)
         return np.clip(rng.lognormal(self.mu, self.sigma, n), self.min, self.max)
+
+    def sample_one(self, rng: np.random.Generator) -> float:
+        """One duration, the value `sample(1, rng)` gives from the same generator state, without an array."""
+        if self.kind == "constant":
+            return float(self.value if self.value is not None else self.max)
+        return float(min(max(rng.lognormal(self.mu, self.sigma), self.min), self.max))
 
 
 class SubAgents(_Spec):
@@ -104,7 +116,7 @@ class AgenticSessions(_Spec):
     source: str
 
     def tool_time(self, rng: np.random.Generator) -> float:
-        return float(self.tool_s.sample(1, rng)[0]) if self.tool_s is not None else 0.0
+        return self.tool_s.sample_one(rng) if self.tool_s is not None else 0.0
 
 
 WorkloadKind = Literal["llm", "vlm", "diffusion", "recsys"]
