@@ -35,7 +35,7 @@ import yaml
 import gpusim
 from gpusim.analysis.describe import layout_text
 from gpusim.analysis.frontier import draw_fronts, fronts
-from gpusim.analysis.sessions import STEADY_WINDOW_S
+from gpusim.analysis.sessions import STEADY_TRIES, STEADY_WINDOW_S, next_duration_s
 from gpusim.api import setup_for
 from gpusim.build import Setup, prepare
 from gpusim.perf.step import BatchShape
@@ -121,21 +121,17 @@ def meets(s: dict) -> bool:
     return steady["steady"] and within(s, steady)
 
 
-STEADY_MARGIN = 1.25
-"""A steady run's session starts last this many times what the shorter run's sessions said they need: its sessions
-run longer under the higher load."""
-
-
 def judge(hw: str, rate: float, deployment: object, durations: list[float]) -> tuple[dict, dict]:
     """The run that decides `rate`: the short run where it already fails over all its calls, else a run with
     session starts until its load is steady (`meets`), from the longest duration a run of this system needed
-    so far (`durations`, which it extends)."""
+    so far (`durations`, which it extends), at most `STEADY_TRIES` runs in all."""
     s, steps = run(hw, rate, deployment)
     if not within(s, s):
         return s, steps
-    while not s["sessions"]["steady"]["steady"]:
-        need = STEADY_MARGIN * s["sessions"]["steady"]["needs_duration_s"]
-        durations.append(100.0 * math.ceil(max(need, *durations) / 100.0))
+    for _ in range(STEADY_TRIES - 1):  # still not steady after them: overloaded, and it fails (`meets`)
+        if (longer := next_duration_s(s["sessions"]["steady"])) is None:
+            break
+        durations.append(max(longer, *durations))
         s, steps = run(hw, rate, deployment, duration_s=durations[-1])
     return s, steps
 

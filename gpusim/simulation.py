@@ -14,7 +14,7 @@ import pandas as pd
 from gpusim import run_length
 from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.sessions import session_summary
+from gpusim.analysis.sessions import STEADY_TRIES, next_duration_s, session_summary
 from gpusim.analysis.steady import TokenCount, started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.deploy import deployment_origin
@@ -112,7 +112,29 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
         return converged_offline_run(setup, spec, offline_samples(spec, setup.bench, expected_qps))
     if spec.scenario in SERVER_LIKE and spec.run_length == "converged" and spec.samples is None:
         return converged_server_run(setup, spec, stop_when_invalid)
+    if spec.scenario == "sessions" and spec.run_length == "converged" and spec.duration_s is None:
+        return steady_sessions_run(setup, spec, expected_qps)
     return whole_run(setup, spec, expected_qps, stop_when_invalid)
+
+
+def steady_sessions_run(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
+    """Agent sessions started for the benchmark's duration and, where their load had not levelled off, again for as
+    long as that run says it takes (`analysis.sessions.next_duration_s`), at most `STEADY_TRIES` runs; the summary's
+    `run_length` says which decided."""
+    duration = setup.bench.min_duration_s
+    for tried in range(1, STEADY_TRIES + 1):
+        result = whole_run(setup, spec.model_copy(update={"duration_s": duration}), expected_qps, False)
+        steady = result.summary["sessions"]["steady"]
+        longer = next_duration_s(steady)
+        if longer is None or tried == STEADY_TRIES:
+            break
+        duration = longer
+    said = (f"sessions started for {duration:,.0f} s, the load steady from {steady['warm_up_s']:,.0f} s"
+            if longer is None else f"sessions started for {duration:,.0f} s, the load not yet steady after "
+            f"{tried} runs: an overloaded system's sessions last as long as the run")
+    n = result.summary["issued_requests"]
+    result.summary["run_length"] = run_length.RunLength(said, n, n).as_dict()
+    return result
 
 
 def whole_run(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], stop_when_invalid: bool) -> Result:

@@ -19,6 +19,7 @@ from gpusim.loadgen.traces import read_trace
 from gpusim.loadgen.workload import PREFIX_BLOCK_TOKENS, Workload
 from gpusim.sim.kvtiers import Tier, TierStore
 from gpusim.specs.benchmark import LengthDistribution, SecondsDistribution, SubAgents, load_benchmark
+from gpusim.specs.experiment import RunSpec
 
 
 def constant(v: int) -> LengthDistribution:
@@ -270,11 +271,13 @@ def test_the_experiment_runs_a_passing_rate_again_until_its_load_is_steady(exper
     calls: list[tuple[float, float]] = []
 
     def fake_run(hw, rate, deployment, bench=None, model=None, duration_s=agentic.DURATION_S):
-        """All calls within the SLO at rate 1 (at rate 2: TTFT p99 9 s); steady once starts last 1,000 s."""
+        """All calls within the SLO at rates 1 and 3 (at rate 2: TTFT p99 9 s); at rate 1 steady once starts last
+        1,000 s, at rate 3 (overloaded) never: its sessions last as long as the run."""
         calls.append((rate, duration_s))
-        ttft = 1.0 if rate == 1 else 9.0
-        steady = {"steady": duration_s >= 1000, "ttft_p99_s": 1.0 if duration_s >= 1000 else None, "tpot_p99_s": 0.01,
-                  "needs_duration_s": None if duration_s >= 1000 else 750.0}
+        ttft = 9.0 if rate == 2 else 1.0
+        done = rate == 1 and duration_s >= 1000
+        steady = {"steady": done, "ttft_p99_s": 1.0 if done else None, "tpot_p99_s": 0.01,
+                  "needs_duration_s": None if done else 750.0 if rate == 1 else duration_s}
         return {"ttft_p99_s": ttft, "tpot_p99_s": 0.01,
                 "sessions": {"sessions": 5, "completed_sessions": 5, "steady": steady}}, {}
 
@@ -286,6 +289,9 @@ def test_the_experiment_runs_a_passing_rate_again_until_its_load_is_steady(exper
     calls.clear()
     s, _ = agentic.judge("hw", 2.0, None, durations)  # fails in the short run: not run longer
     assert not agentic.meets(s) and calls == [(2.0, 600.0)]
+    calls.clear()
+    s, _ = agentic.judge("hw", 3.0, None, durations)  # never steady: it stops after STEADY_TRIES runs, failed
+    assert not agentic.meets(s) and calls == [(3.0, 600.0), (3.0, 1000.0), (3.0, 1300.0)]
 
 
 @pytest.mark.parametrize("prompt,output", [(512, 0), (1000, 24), (1000, 25), (3, 0), (4096, 700)])
@@ -303,3 +309,25 @@ def test_block_hashes_index_and_slice_as_the_tuple_of_them(prompt, output):
             assert tuple(h[lo:hi]) == spelt[lo:hi] and len(h[lo:hi]) == len(spelt[lo:hi])
     with pytest.raises(IndexError):
         h[len(spelt)]
+
+
+def test_a_sessions_run_without_a_duration_runs_again_until_its_load_is_steady(monkeypatch):
+    from types import SimpleNamespace
+
+    from gpusim import simulation
+
+    tried: list[float] = []
+
+    def fake_whole_run(setup, spec, expected_qps, stop_when_invalid):
+        """Steady once session starts last 2,000 s; a shorter run says it needs 400 s more than it had."""
+        tried.append(spec.duration_s)
+        done = spec.duration_s >= 2000
+        steady = {"steady": done, "warm_up_s": 1200.0, "needs_duration_s": None if done else spec.duration_s + 400}
+        return SimpleNamespace(summary={"sessions": {"steady": steady}, "issued_requests": 7})
+
+    monkeypatch.setattr(simulation, "whole_run", fake_whole_run)
+    setup = SimpleNamespace(bench=SimpleNamespace(min_duration_s=600.0))
+    spec = RunSpec(hardware="b300-hgx", benchmark="agentic-coding", scenario="sessions", session_rate=1.0)
+    result = simulation.run_setup(setup, spec, lambda: 1.0)
+    assert tried == [600.0, 1300.0, 2200.0]  # 1.25 × 1,000 s and 1.25 × 1,700 s, each to the next 100 s
+    assert "sessions started for 2,200 s, the load steady from 1,200 s" in result.summary["run_length"]["decided_by"]

@@ -23,6 +23,20 @@ STEADY_LOAD = 0.97
 """The load counts as steady once the sessions in progress are within 3% of their stationary number."""
 STEADY_WINDOW_S = 300.0
 """The least span of session starts after the warm-up that a run's steady figures are judged over."""
+STEADY_MARGIN = 1.25
+"""A longer run's session starts last this many times what a shorter run said it needs: its sessions run longer
+under the higher load it reaches."""
+STEADY_TRIES = 3
+"""Runs a sessions run may take to reach a steady load: an overloaded system's sessions last as long as the run,
+so it never gets there."""
+
+
+def next_duration_s(steady: dict) -> float | None:
+    """Seconds of session starts (to the next 100 s) for a run whose load would level off with a window to spare,
+    from a run's `steady_figures`; None where that run had its window."""
+    if steady["steady"]:
+        return None
+    return 100.0 * math.ceil(STEADY_MARGIN * steady["needs_duration_s"] / 100.0)
 
 
 def warm_up_s(times: np.ndarray) -> float:
@@ -117,5 +131,5 @@ def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, ra
     }
 
 
-__all__ = ["CONTEXT_BINS", "STEADY_LOAD", "STEADY_WINDOW_S", "session_summary", "session_times", "steady_figures",
-           "warm_up_s"]
+__all__ = ["CONTEXT_BINS", "STEADY_LOAD", "STEADY_MARGIN", "STEADY_TRIES", "STEADY_WINDOW_S", "next_duration_s",
+           "session_summary", "session_times", "steady_figures", "warm_up_s"]
