@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --deployment best: search contenders simulated at once (default: the CPU count)")
     r.add_argument("--duration", dest="duration_s", type=float,
                    help="seconds of arrivals (server, default 600); the min duration an Offline run is sized for "
-                        "(default 2400)")
+                        "(default 2400); of session starts (sessions: by default 600, and longer until the load is "
+                        "steady)")
     r.add_argument("--samples", type=int, help="requests to issue")
     r.add_argument("--full", dest="run_length", action="store_const", const="full",
                    help="simulate every request (default: an Offline run until its steady rate is known, a Server "

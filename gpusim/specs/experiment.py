@@ -56,7 +56,8 @@ class RunSpec(BaseModel):
     """Run the deployment with this software profile (a name or a file) instead of its own: e.g. `trtllm-v5.1`,
     the v5.1 generation's kernels and serving features."""
     duration_s: float | None = Field(None, gt=0, le=1e7)
-    """Server/interactive: seconds of arrivals (sessions: of session starts; MLPerf's minimum, 600, by default; at
+    """Server/interactive: seconds of arrivals (sessions: of session starts, by default 600 s and longer until the
+    load is steady, `simulation.steady_sessions_run`; MLPerf's minimum, 600, by default; at
     `qps: peak` 2,400 s, as `gpusim mlperf` searches); Offline: the min duration LoadGen sizes the run for (by
     default 2,400 s, as long as submitters run and as `gpusim mlperf` runs)."""
     samples: int | None = Field(None, ge=1, le=10**8)
