@@ -154,7 +154,7 @@ def _format_summary(s: dict) -> str:
     for role, sources in s["kernel_sources"].items():
         table = [op for op, src in sources.items() if src == "table"]
         lines.append(f"timing      {role}: measured tables for {', '.join(table) or 'no op'}; roofline for the rest")
-    if s.get("steady_output_tokens_per_s") is not None:
+    if s.get("steady_output_tokens_per_s") is not None and not s.get("sessions"):  # sessions: their load window
         a, b = s["steady_window_s"]
         lines.append(f"steady      {s['steady_output_tokens_per_s']:,.0f} tokens/s, "
                      f"{s['steady_output_tokens_per_s_per_gpu']:,.1f} tokens/s/GPU over {a:,.0f}-{b:,.0f} s "
