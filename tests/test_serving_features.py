@@ -10,6 +10,8 @@ import pytest
 from gpusim.loadgen.workload import Workload
 from gpusim.perf.step import BatchShape
 from gpusim.sim.cluster import Cluster, Pool
+from gpusim.sim.kvcache import KVCache
+from gpusim.sim.prefixcache import PrefixCache
 from gpusim.sim.ranks import AttentionRanks
 from gpusim.sim.topology import Topology
 from gpusim.specs.deployment import MTP, Deployment, DisaggregatedDeployment, Parallelism
@@ -136,7 +138,24 @@ def test_prefix_cache_blocks_are_evicted_when_kv_is_needed():
     pool = agg(kv=1600, prefix_cache=True, kv_block_tokens=1)
     c = run([pool], wl)
     assert c.records.completed == 3
-    assert pool.cost.prefill_tokens == 3 * 1024  # block 1 was evicted to admit (3, 4): no hit later
+    # (3, 4) needed one block's room: the tail of (1, 2) went, block 2, so the third request still finds block 1
+    # (pinned before anything is evicted for it) and prefills its other 512 tokens; head first would leave none
+    assert pool.cost.prefill_tokens == 2 * 1024 + 512
+
+
+
+def test_a_finished_requests_blocks_go_idle_tail_first():
+    kv = KVCache(4 * 512, 512)
+    cache = PrefixCache(kv, 512)
+    kv.tokens = 4 * 512  # the four blocks of one context: (1, 2) cached before, (3, 4) this request's own
+    cache.adopt([1, 2])
+    cache.acquire([1, 2])  # the request reuses them, then finishes: (3, 4) kept, (1, 2) unpinned
+    cache.adopt([3, 4])
+    cache.release([1, 2])
+    cache.evict(512)  # room for one block: the context's last goes
+    assert cache.match([1, 2, 3, 4]) == 3 and list(cache.idle) == [3, 2, 1]
+    cache.evict(1024)  # room for two: block 3 goes too
+    assert cache.match([1, 2, 3, 4]) == 2 and list(cache.idle) == [2, 1]
 
 
 # ---- attention data parallelism ----------------------------------------------------------------

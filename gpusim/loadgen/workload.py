@@ -42,6 +42,10 @@ class BlockHashes(Sequence[int]):
         counted = range(self.first, self.first + self.full)
         return iter(counted) if self.last is None else chain(counted, (self.last,))
 
+    def __reversed__(self) -> Iterator[int]:
+        counted = range(self.first + self.full - 1, self.first - 1, -1)
+        return iter(counted) if self.last is None else chain((self.last,), counted)
+
     def __getitem__(self, i: int | slice) -> int | BlockHashes:  # type: ignore[override]
         n = len(self)
         if isinstance(i, slice):

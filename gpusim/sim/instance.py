@@ -473,13 +473,14 @@ class Instance:
             self.ranks.leave(req.rank, ctx, self.step)
 
     def _release(self, req: Request, ctx: float, keep_prefix: bool) -> None:
-        """Free the request's KV; with a prefix cache its pinned blocks are unpinned and, when
-        `keep_prefix`, its own full hashed blocks stay cached (the prompt's, and the answer's where hashed)."""
+        """Free the request's KV; with a prefix cache, when `keep_prefix`, its own full hashed blocks stay cached (the
+        prompt's, and the answer's where hashed), and its pinned blocks are unpinned: the whole sequence's blocks become
+        idle tail first (`gpusim/sim/prefixcache.py`)."""
         own = ctx - req.shared
         if self.prefix is not None and req.hashes:
-            self.prefix.release(req.hashes[:req.pinned])
             if keep_prefix:
                 own -= self.prefix.adopt(req.hashes[req.pinned:req.kept_blocks(ctx)]) * PREFIX_BLOCK_TOKENS
+            self.prefix.release(req.hashes[:req.pinned])
         req.pinned = req.shared = 0
         self.kv.release(own)
 

@@ -5,6 +5,12 @@ blocks). A block in use by running requests is pinned by a reference count; bloc
 stay resident, in LRU order, until the KV cache needs their space. Their tokens are part of the
 instance's `KVCache.tokens`, so capacity is shared exactly. With memory tiers below HBM (`TierStore`), an evicted
 block goes down to them, and a reloaded one comes back as an idle block (`load`).
+
+A request's blocks become idle tail first, its last block the least recently used, so that eviction takes a
+context's tail before its head, which every later request sharing the context starts with: vLLM frees a request's
+blocks in reverse order "so that the tail blocks are evicted first" (`KVCacheManager.free`, vllm/v1/core), Dynamo's
+block manager likewise, and SGLang's and TensorRT-LLM's radix trees evict leaves. Evicting head first would keep a
+context's tail resident while no request could use it (a match stops at the first missing block).
 """
 
 from __future__ import annotations
@@ -53,19 +59,19 @@ class PrefixCache:
             self.refs[h] += 1
 
     def release(self, hashes: Sequence[int]) -> None:
-        """Unpin blocks; unreferenced ones become the most recently used idle blocks."""
-        for h in hashes:
+        """Unpin blocks; unreferenced ones become the most recently used idle blocks, the first of them most
+        recently (tail first)."""
+        for h in reversed(hashes):
             self.refs[h] -= 1
             if self.refs[h] == 0:
                 self.idle[h] = None
 
     def adopt(self, hashes: Sequence[int]) -> int:
-        """Keep a finished request's own prompt blocks (already counted in the KV); returns how many were new.
-
-        A block another request cached meanwhile is not kept twice: its tokens are the caller's to free.
+        """Keep a finished request's own blocks (already counted in the KV) as idle ones, tail first; returns how many
+        were new. A block another request cached meanwhile is not kept twice: its tokens are the caller's to free.
         """
         kept = 0
-        for h in hashes:
+        for h in reversed(hashes):
             if h not in self.refs:
                 self.refs[h] = 0
                 self.idle[h] = None
