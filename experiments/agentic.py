@@ -128,11 +128,13 @@ def judge(hw: str, rate: float, deployment: object, durations: list[float]) -> t
     s, steps = run(hw, rate, deployment)
     if not within(s, s):
         return s, steps
-    for _ in range(STEADY_TRIES - 1):  # still not steady after them: overloaded, and it fails (`meets`)
-        if (longer := next_duration_s(s["sessions"]["steady"])) is None:
+    meant = None
+    for _ in range(STEADY_TRIES - 1):  # not steady after them, or overloaded: it fails (`meets`)
+        if (longer := next_duration_s(s["sessions"]["steady"], meant)) is None:
             break
-        durations.append(max(longer, *durations))
-        s, steps = run(hw, rate, deployment, duration_s=durations[-1])
+        meant = max(longer, *durations)
+        durations.append(meant)
+        s, steps = run(hw, rate, deployment, duration_s=meant)
     return s, steps
 
 

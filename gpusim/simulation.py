@@ -119,19 +119,19 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
 
 def steady_sessions_run(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
     """Agent sessions started for the benchmark's duration and, where their load had not levelled off, again for as
-    long as that run says it takes (`analysis.sessions.next_duration_s`), at most `STEADY_TRIES` runs; the summary's
-    `run_length` says which decided."""
+    long as that run says it takes (`analysis.sessions.next_duration_s`), at most `STEADY_TRIES` runs and not once
+    a run shows the system overloaded; the summary's `run_length` says which decided."""
     duration = setup.bench.min_duration_s
     for tried in range(1, STEADY_TRIES + 1):
         result = whole_run(setup, spec.model_copy(update={"duration_s": duration}), expected_qps, False)
         steady = result.summary["sessions"]["steady"]
-        longer = next_duration_s(steady)
+        longer = next_duration_s(steady, None if tried == 1 else duration)
         if longer is None or tried == STEADY_TRIES:
             break
         duration = longer
     said = (f"sessions started for {duration:,.0f} s, the load steady from {steady['warm_up_s']:,.0f} s"
-            if longer is None else f"sessions started for {duration:,.0f} s, the load not yet steady after "
-            f"{tried} runs: an overloaded system's sessions last as long as the run")
+            if steady["steady"] else f"sessions started for {duration:,.0f} s, the load not steady after "
+            f"{tried} runs: its sessions lengthen with the run (overloaded)")
     n = result.summary["issued_requests"]
     result.summary["run_length"] = run_length.RunLength(said, n, n).as_dict()
     return result

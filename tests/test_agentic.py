@@ -331,3 +331,14 @@ def test_a_sessions_run_without_a_duration_runs_again_until_its_load_is_steady(m
     result = simulation.run_setup(setup, spec, lambda: 1.0)
     assert tried == [600.0, 1300.0, 2200.0]  # 1.25 × 1,000 s and 1.25 × 1,700 s, each to the next 100 s
     assert "sessions started for 2,200 s, the load steady from 1,200 s" in result.summary["run_length"]["decided_by"]
+
+
+def test_the_next_duration_grows_with_what_a_run_needs_and_stops_at_an_overload():
+    from gpusim.analysis.sessions import next_duration_s
+
+    short = {"steady": False, "needs_duration_s": 2300.0}
+    assert next_duration_s({"steady": True, "needs_duration_s": None}) is None
+    assert next_duration_s(short) == 2900.0  # 1.25 × 2,300 s, to the next 100 s
+    assert next_duration_s({"steady": False, "needs_duration_s": 3000.0}, meant_s=2900.0) == 3800.0
+    # a run of the 2,900 s asked for whose sessions now need 36,000 s: they lengthen with the run
+    assert next_duration_s({"steady": False, "needs_duration_s": 36000.0}, meant_s=2900.0) is None

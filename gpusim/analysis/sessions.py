@@ -31,10 +31,16 @@ STEADY_TRIES = 3
 so it never gets there."""
 
 
-def next_duration_s(steady: dict) -> float | None:
+OVERLOAD_GROWTH = 2.0
+"""A run whose starts lasted what an earlier run said it needs, and whose sessions then need more than this many
+times that, is overloaded: its sessions lengthen with the run, and no longer run levels its load off."""
+
+
+def next_duration_s(steady: dict, meant_s: float | None = None) -> float | None:
     """Seconds of session starts (to the next 100 s) for a run whose load would level off with a window to spare,
-    from a run's `steady_figures`; None where that run had its window."""
-    if steady["steady"]:
+    from a run's `steady_figures`; None where that run had its window, or where it ran the `meant_s` of starts an
+    earlier run asked for and now needs over `OVERLOAD_GROWTH` times that (overloaded)."""
+    if steady["steady"] or (meant_s is not None and steady["needs_duration_s"] > OVERLOAD_GROWTH * meant_s):
         return None
     return 100.0 * math.ceil(STEADY_MARGIN * steady["needs_duration_s"] / 100.0)
 
@@ -131,5 +137,5 @@ def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, ra
     }
 
 
-__all__ = ["CONTEXT_BINS", "STEADY_LOAD", "STEADY_MARGIN", "STEADY_TRIES", "STEADY_WINDOW_S", "next_duration_s",
-           "session_summary", "session_times", "steady_figures", "warm_up_s"]
+__all__ = ["CONTEXT_BINS", "OVERLOAD_GROWTH", "STEADY_LOAD", "STEADY_MARGIN", "STEADY_TRIES", "STEADY_WINDOW_S",
+           "next_duration_s", "session_summary", "session_times", "steady_figures", "warm_up_s"]
