@@ -35,7 +35,7 @@ import yaml
 import gpusim
 from gpusim.analysis.describe import layout_text
 from gpusim.analysis.frontier import draw_fronts, fronts
-from gpusim.analysis.sessions import STEADY_TRIES, STEADY_WINDOW_S, next_duration_s
+from gpusim.analysis.sessions import STEADY_WINDOW_S, until_steady
 from gpusim.api import setup_for
 from gpusim.build import Setup, prepare
 from gpusim.perf.step import BatchShape
@@ -124,17 +124,16 @@ def meets(s: dict) -> bool:
 def judge(hw: str, rate: float, deployment: object, durations: list[float]) -> tuple[dict, dict]:
     """The run that decides `rate`: the short run where it already fails over all its calls, else a run with
     session starts until its load is steady (`meets`), from the longest duration a run of this system needed
-    so far (`durations`, which it extends), at most `STEADY_TRIES` runs in all."""
-    s, steps = run(hw, rate, deployment)
-    if not within(s, s):
-        return s, steps
-    meant = None
-    for _ in range(STEADY_TRIES - 1):  # not steady after them, or overloaded: it fails (`meets`)
-        if (longer := next_duration_s(s["sessions"]["steady"], meant)) is None:
-            break
-        meant = max(longer, *durations)
-        durations.append(meant)
-        s, steps = run(hw, rate, deployment, duration_s=meant)
+    so far (`durations`, which it extends; `analysis.sessions.until_steady`)."""
+    first = run(hw, rate, deployment)
+    if not within(first[0], first[0]):
+        return first
+
+    def longer(duration: float) -> tuple[dict, dict]:
+        durations.append(duration)
+        return run(hw, rate, deployment, duration_s=duration)
+
+    s, steps, _ = until_steady(first, longer, max(durations))  # not steady, or overloaded: it fails (`meets`)
     return s, steps
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from gpusim import run_length
 from gpusim.analysis.activity import timeline_frame, typical_steps
 from gpusim.analysis.energy import energy_and_cost
-from gpusim.analysis.sessions import STEADY_TRIES, next_duration_s, session_summary
+from gpusim.analysis.sessions import session_summary, until_steady
 from gpusim.analysis.steady import TokenCount, started_share, steady_summary
 from gpusim.build import Setup
 from gpusim.deploy import deployment_origin
@@ -119,16 +119,17 @@ def run_setup(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float], st
 
 def steady_sessions_run(setup: Setup, spec: RunSpec, expected_qps: Callable[[], float]) -> Result:
     """Agent sessions started for the benchmark's duration and, where their load had not levelled off, again for as
-    long as that run says it takes (`analysis.sessions.next_duration_s`), at most `STEADY_TRIES` runs and not once
-    a run shows the system overloaded; the summary's `run_length` says which decided."""
-    duration = setup.bench.min_duration_s
-    for tried in range(1, STEADY_TRIES + 1):
+    long as that run says it takes (`analysis.sessions.until_steady`); the summary's `run_length` says which
+    decided."""
+    starts: list[float] = []
+
+    def run(duration: float) -> tuple[dict, Result]:
+        starts.append(duration)
         result = whole_run(setup, spec.model_copy(update={"duration_s": duration}), expected_qps, False)
-        steady = result.summary["sessions"]["steady"]
-        longer = next_duration_s(steady, None if tried == 1 else duration)
-        if longer is None or tried == STEADY_TRIES:
-            break
-        duration = longer
+        return result.summary, result
+
+    summary, result, tried = until_steady(run(setup.bench.min_duration_s), run)
+    steady, duration = summary["sessions"]["steady"], starts[-1]
     said = (f"sessions started for {duration:,.0f} s, the load steady from {steady['warm_up_s']:,.0f} s"
             if steady["steady"] else f"sessions started for {duration:,.0f} s, the load not steady after "
             f"{tried} runs: its sessions lengthen with the run (overloaded)")

@@ -10,12 +10,16 @@ only the calls begun once the load is steady (`warm_up_s`) and before sessions s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from itertools import pairwise
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from gpusim.loadgen.metrics import add_latency_columns, loadgen_percentile, request_weights
+
+T = TypeVar("T")
 
 CONTEXT_BINS = (0, 32_768, 65_536, 131_072, 2**62)
 """Prompt lengths a call's TTFT is reported by (the context a call brings grows through its session)."""
@@ -29,8 +33,6 @@ under the higher load it reaches."""
 STEADY_TRIES = 3
 """Runs a sessions run may take to reach a steady load: an overloaded system's sessions last as long as the run,
 so it never gets there."""
-
-
 OVERLOAD_GROWTH = 2.0
 """A run whose starts lasted what an earlier run said it needs, and whose sessions then need more than this many
 times that, is overloaded: its sessions lengthen with the run, and no longer run levels its load off."""
@@ -43,6 +45,19 @@ def next_duration_s(steady: dict, meant_s: float | None = None) -> float | None:
     if steady["steady"] or (meant_s is not None and steady["needs_duration_s"] > OVERLOAD_GROWTH * meant_s):
         return None
     return 100.0 * math.ceil(STEADY_MARGIN * steady["needs_duration_s"] / 100.0)
+
+
+def until_steady(first: tuple[dict, T], rerun: Callable[[float], tuple[dict, T]], floor_s: float = 0.0
+                 ) -> tuple[dict, T, int]:
+    """A sessions run (`first`: its summary and what else the caller keeps) run again by `rerun(seconds of session
+    starts)` while `next_duration_s` says a longer run would level its load off, each rerun at least `floor_s`, at
+    most `STEADY_TRIES` runs in all: the last run's summary, what it kept, and how many runs there were."""
+    (summary, kept), meant, tried = first, None, 1
+    while tried < STEADY_TRIES and (longer := next_duration_s(summary["sessions"]["steady"], meant)) is not None:
+        meant = max(longer, floor_s)
+        summary, kept = rerun(meant)
+        tried += 1
+    return summary, kept, tried
 
 
 def warm_up_s(times: np.ndarray) -> float:
@@ -71,8 +86,8 @@ def steady_figures(records: pd.DataFrame, per: pd.DataFrame) -> dict:
     lo, window = first + warm, last - first - warm
     out: dict = {"steady": window >= STEADY_WINDOW_S, "warm_up_s": warm, "window_s": max(window, 0.0),
                  "needs_duration_s": None if window >= STEADY_WINDOW_S else warm + STEADY_WINDOW_S}
-    df = add_latency_columns(records)
-    df = df[(df["scheduled_s"] >= lo) & (df["scheduled_s"] <= last)] if out["steady"] else df.iloc[:0]
+    begun = records["scheduled_s"]
+    df = add_latency_columns(records[(begun >= lo) & (begun <= last)] if out["steady"] else records.iloc[:0])
     w = request_weights(df)
     out["calls"] = len(df)
     out["calls_per_s"] = len(df) / window if out["steady"] else None
@@ -138,4 +153,4 @@ def session_summary(records: pd.DataFrame, session: np.ndarray, systems: int, ra
 
 
 __all__ = ["CONTEXT_BINS", "OVERLOAD_GROWTH", "STEADY_LOAD", "STEADY_MARGIN", "STEADY_TRIES", "STEADY_WINDOW_S",
-           "next_duration_s", "session_summary", "session_times", "steady_figures", "warm_up_s"]
+           "next_duration_s", "session_summary", "session_times", "steady_figures", "until_steady", "warm_up_s"]
