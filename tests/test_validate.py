@@ -542,6 +542,22 @@ def test_inferencex_trtllm_llama70b_rows_batch_wait_at_1k1k_below_tp8(change, wa
         assert (d.batch_wait.timeout_iters, d.batch_wait.max_tokens_ratio) == (20, 0.9)
 
 
+@pytest.mark.parametrize(("change", "budget", "launched"), [
+    ({}, 2048, True),  # vLLM 0.19 image: --max-num-batched-tokens 2 × ISL
+    ({"isl": 8192}, 16384, True),
+    ({"attention_dp_size": 2, "tp_size": 1, "batch_size": 32}, 4096, True),  # per DP engine
+    ({"backend_version": "0.17.0"}, 8192, False),  # the script before the flag: vLLM's default
+    ({"system": "h200_sxm"}, 8192, False),
+])
+def test_inferencex_vllm_minimax_rows_take_their_scripts_token_budget(change, budget, launched) -> None:
+    row = {**AGG_DENSE, "id": "minimax_b200_vllm_agg_1024x1024_c64_cfg5", "model_path": "MiniMaxAI/MiniMax-M2.5",
+           "system": "b200_sxm", "backend": "vllm", "backend_version": "0.19.0", "isl": 1024, "osl": 1024,
+           "tp_size": 2, "moe_tp_size": 2, "batch_size": 64, "silicon_data_source": "silicon_concurrency=64", **change}
+    case = row_case(row)
+    assert case.deployment.max_num_tokens == budget
+    assert any(n.startswith("InferenceX launch: max_num_tokens") for n in case.notes) is launched
+
+
 def test_aic_baseline_configurations_parse(tmp_path, benchmark_script) -> None:
     mod = benchmark_script("aic_compare")
     md = tmp_path / "aic.md"

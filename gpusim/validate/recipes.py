@@ -33,6 +33,8 @@ class LaunchedRow:
     tp: int
     """GPUs of the instance (gpusim's tp)."""
     attention_dp: bool
+    version: str = ""
+    """The engine's version as the row records it (`backend_version`: 0.19.0, nightly-…)."""
 
 
 class When(BaseModel):
@@ -51,6 +53,8 @@ class When(BaseModel):
     tp_below: int | None = None
     concurrency_from: int | None = None
     concurrency_below: int | None = None
+    versions: tuple[str, ...] | None = None
+    """Engine versions (`backend_version`): the launch scripts change with the image they pin."""
 
     def matches(self, row: LaunchedRow) -> bool:
         equal = (("backend", row.backend), ("mode", row.mode), ("weights", row.weights), ("isl", row.isl),
@@ -58,6 +62,7 @@ class When(BaseModel):
         return (all(getattr(self, name) is None or getattr(self, name) == value for name, value in equal)
                 and (self.models is None or row.model in self.models)
                 and (self.systems is None or row.system in self.systems)
+                and (self.versions is None or row.version in self.versions)
                 and (self.tp_below is None or row.tp < self.tp_below)
                 and (self.concurrency_from is None or row.concurrency >= self.concurrency_from)
                 and (self.concurrency_below is None or row.concurrency < self.concurrency_below))
@@ -74,7 +79,9 @@ class Recipe(BaseModel):
     grade: Grade
     when: When
     launch: dict[str, Any] = Field(min_length=1)
-    """Deployment fields and their values, typed as the Deployment types them."""
+    """Deployment fields and their values, typed as the Deployment types them. A `max_num_tokens` is per
+    data-parallel engine, as the engines' flags are (`--max-num-batched-tokens` per vLLM DP engine, TensorRT-LLM's
+    `max_num_tokens` per attention-DP rank); the silicon reader multiplies it by the row's attention-DP size."""
     note: str | None = None
     """The status note after '<harness> launch: ', formatted with the settings; default one '<field> <value>'
     note per setting."""

@@ -480,8 +480,10 @@ def row_case(row: Mapping) -> SiliconCase:
         notes += more
         launch, more = launch_settings(LaunchedRow(
             str(row.get("backend")), str(row.get("mode")), model_id, system, weights, int(row["isl"]),
-            int(row["osl"]), concurrency, par.tp, par.attention_dp))
+            int(row["osl"]), concurrency, par.tp, par.attention_dp, str(row.get("backend_version") or "")))
         notes += more
+        if "max_num_tokens" in launch:  # a launch flag's budget is per DP engine, as the default's TOKENS_PER_RANK
+            launch["max_num_tokens"] *= par.max_num_tokens // TOKENS_PER_RANK
         gpus = par.gpus_per_instance
         dep = Deployment(**{**par.model_copy(update={"instances": 1}).model_dump(), **common, **launch})
     hardware, systems = map_system(system, gpus) or profile
