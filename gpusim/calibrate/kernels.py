@@ -346,13 +346,23 @@ FAMILIES = (
 )
 
 
+SERVED_MOE_KERNELS: dict[tuple[str, str], str] = {("vllm", "hopper"): "tritonexperts"}
+"""(backend, architecture) → the MoE kernel (`kernel_source` suffix) the engine runs there, where the tables
+also measure kernels of a checkpoint format it does not serve. vLLM on Hopper runs its Triton experts for
+block-scaled FP8 checkpoints (`Fp8MoEMethod`: DeepSeek, Qwen3, MiniMax-M2.5, GLM); the tables' FlashInfer
+CUTLASS FP8 rows are ModelOpt per-tensor checkpoints, faster per shape at some sizes and up to 2x slower at
+others, so the fastest of the two fits neither (FP8 MAPE 36-44% against 14-15% on the Triton rows alone)."""
+
+
 def load_tables(data: Path, system: str, max_rows: int | None = 2000, seed: int = 0,
                 backend: str = "trtllm", moe_kernel: str | None = None) -> dict[str, pd.DataFrame]:
     """Measured rows per family (GEMM split by dtype), `latency` in ms, at most `max_rows` each (seeded);
     a family whose table is missing or shaped differently for `backend` is left out. `moe_kernel` keeps
     only the MoE rows of that kernel (`kernel_source` ending with it, e.g. `cutlass`): the kernel an older
-    round's MoE backend ran, where the default takes the fastest one measured per shape."""
+    round's MoE backend ran. Without it, the kernel the engine serves on the system's architecture
+    (`SERVED_MOE_KERNELS`), else the fastest one measured per shape."""
     hw = load_hardware(_profile(system))
+    moe_kernel = moe_kernel or SERVED_MOE_KERNELS.get((backend, hw.gpu.architecture))
     out: dict[str, pd.DataFrame] = {}
     for fam in FAMILIES:
         path = table_path(data, system, fam.folder, fam.file, backend)
