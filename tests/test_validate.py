@@ -558,6 +558,16 @@ def test_inferencex_vllm_minimax_rows_take_their_scripts_token_budget(change, bu
     assert any(n.startswith("InferenceX launch: max_num_tokens") for n in case.notes) is launched
 
 
+@pytest.mark.parametrize(("system", "kv"), [("h200_sxm", "bf16"), ("h100_sxm", "bf16"), ("b200_sxm", "fp8")])
+def test_inferencex_vllm_hopper_rows_keep_the_models_bf16_kv_cache(system, kv) -> None:
+    """The H100/H200 vLLM scripts of the rows' dates pass no --kv-cache-dtype (vLLM's `auto`: the model's BF16);
+    the B200 ones pass fp8, the reader's default for an FP8 checkpoint."""
+    row = {**AGG_DENSE, "id": "minimax_vllm_agg_1024x1024_c16_cfg5", "model_path": "MiniMaxAI/MiniMax-M2.5",
+           "system": system, "backend": "vllm", "backend_version": "0.18.0", "isl": 1024, "osl": 1024,
+           "tp_size": 8, "moe_tp_size": 8, "batch_size": 16, "silicon_data_source": "silicon_concurrency=16"}
+    assert row_case(row).deployment.kv_cache == kv
+
+
 def test_aic_baseline_configurations_parse(tmp_path, benchmark_script) -> None:
     mod = benchmark_script("aic_compare")
     md = tmp_path / "aic.md"
