@@ -82,6 +82,18 @@ def test_an_offered_load_beyond_the_deployment_is_reported_as_overloaded():
     assert heavy["overloaded"] is True and heavy["capacity_qps_estimate"] < 200
 
 
+def test_a_valid_run_above_the_capacity_estimate_kept_up_and_is_not_overloaded(monkeypatch):
+    """The analytic capacity only stands in for a queue a run is too short to show: a VALID (conformant) run
+    served its arrivals, a 60 s one above the estimate is still called overloaded."""
+    from gpusim.build import Setup
+
+    monkeypatch.setattr(Setup, "expected_qps", lambda self, seed=0: 1.0)
+    full = gpusim.run("h100-hgx", "llama2-70b", "server", qps=5, duration_s=600).summary
+    short = gpusim.run("h100-hgx", "llama2-70b", "server", qps=5, duration_s=60).summary
+    assert full["valid"] is True and full["capacity_qps_estimate"] == 1.0 and full["overloaded"] is False
+    assert short["valid"] is False and short["overloaded"] is True
+
+
 def test_steady_energy_per_token_uses_the_steady_rate():
     s = gpusim.run("h100-hgx", "llama2-70b", "server", qps=30, duration_s=120).summary
     ratio = s["steady_energy_j_per_token"] * s["steady_output_tokens_per_s"]
