@@ -558,13 +558,21 @@ def test_inferencex_vllm_minimax_rows_take_their_scripts_token_budget(change, bu
     assert any(n.startswith("InferenceX launch: max_num_tokens") for n in case.notes) is launched
 
 
-@pytest.mark.parametrize(("system", "kv"), [("h200_sxm", "bf16"), ("h100_sxm", "bf16"), ("b200_sxm", "fp8")])
-def test_inferencex_vllm_hopper_rows_keep_the_models_bf16_kv_cache(system, kv) -> None:
-    """The H100/H200 vLLM scripts of the rows' dates pass no --kv-cache-dtype (vLLM's `auto`: the model's BF16);
-    the B200 ones pass fp8, the reader's default for an FP8 checkpoint."""
-    row = {**AGG_DENSE, "id": "minimax_vllm_agg_1024x1024_c16_cfg5", "model_path": "MiniMaxAI/MiniMax-M2.5",
-           "system": system, "backend": "vllm", "backend_version": "0.18.0", "isl": 1024, "osl": 1024,
-           "tp_size": 8, "moe_tp_size": 8, "batch_size": 16, "silicon_data_source": "silicon_concurrency=16"}
+@pytest.mark.parametrize(("backend", "model", "system", "version", "kv"), [
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "h200_sxm", "0.18.0", "bf16"),  # no --kv-cache-dtype at the rows' dates
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "h100_sxm", "0.18.0", "bf16"),
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "b200_sxm", "0.17.0", "bf16"),  # before the v0.19.0 script's flag
+    ("vllm", "MiniMaxAI/MiniMax-M2.5", "b200_sxm", "0.19.0", "fp8"),
+    ("sglang", "deepseek-ai/DeepSeek-R1", "h200_sxm", "0.5.9", "bf16"),
+    ("sglang", "deepseek-ai/DeepSeek-R1", "b200_sxm", "0.5.9", "fp8"),  # --kv-cache-dtype fp8_e4m3
+])
+def test_inferencex_rows_keep_the_models_bf16_kv_cache_where_the_script_names_none(backend, model, system, version,
+                                                                                   kv) -> None:
+    """Engines keep the model's BF16 KV cache (`auto`) unless launched with an FP8 one: rows whose InferenceX script
+    names none read BF16, the others the reader's FP8 for an FP8 checkpoint."""
+    row = {**AGG_DENSE, "id": "moe_agg_1024x1024_c16_cfg5", "model_path": model, "system": system,
+           "backend": backend, "backend_version": version, "isl": 1024, "osl": 1024, "tp_size": 8, "moe_tp_size": 8,
+           "batch_size": 16, "silicon_data_source": "silicon_concurrency=16"}
     assert row_case(row).deployment.kv_cache == kv
 
 
