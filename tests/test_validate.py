@@ -576,6 +576,21 @@ def test_inferencex_rows_keep_the_models_bf16_kv_cache_where_the_script_names_no
     assert row_case(row).deployment.kv_cache == kv
 
 
+@pytest.mark.parametrize(("model", "system", "precision", "tp", "budget"), [
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", 8, 32768),  # dsr1_fp8_b200.sh at TP8
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8", 4, 8192),  # ... and at TP4
+    ("nvidia/DeepSeek-R1-NVFP4", "b200_sxm", "nvfp4", 8, 16384),  # dsr1_fp4_b200.sh
+    ("deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", 8, 32768),
+    ("zhipuai/GLM-5", "h200_sxm", "fp8", 8, 8192),  # glm5_fp8_h200.sh names none: the reader's default
+])
+def test_inferencex_sglang_rows_take_their_scripts_prefill_size(model, system, precision, tp, budget) -> None:
+    row = {**AGG_DENSE, "id": "sglang_agg_8192x1024_c16_cfg7", "model_path": model, "system": system,
+           "backend": "sglang", "backend_version": "0.5.9", "precision": precision, "gemm_quant_mode": precision,
+           "moe_quant_mode": precision, "isl": 8192, "osl": 1024, "tp_size": tp, "moe_tp_size": tp, "batch_size": 16,
+           "silicon_data_source": "silicon_concurrency=16"}
+    assert row_case(row).deployment.max_num_tokens == budget
+
+
 def test_aic_baseline_configurations_parse(tmp_path, benchmark_script) -> None:
     mod = benchmark_script("aic_compare")
     md = tmp_path / "aic.md"
