@@ -591,6 +591,20 @@ def test_inferencex_sglang_rows_take_their_scripts_prefill_size(model, system, p
     assert row_case(row).deployment.max_num_tokens == budget
 
 
+@pytest.mark.parametrize(("dp", "budget", "balance"), [(1, 20000, None), (4, 80000, (50, 10))])
+def test_inferencex_trtllm_gptoss_rows_take_their_scripts_token_budget_and_balance(dp, budget, balance) -> None:
+    """gptoss_fp4_b200_trt.sh: --max_num_tokens 20000 per engine rank, attention-DP balance at TensorRT-LLM's
+    default iterations whenever it runs attention DP."""
+    row = {**AGG_DENSE, "id": "gptoss_b200_trtllm_agg_1024x1024_c64_cfg3", "model_path": "openai/gpt-oss-120b",
+           "system": "b200_sxm", "backend": "trtllm", "backend_version": "1.2.0rc2.post2", "precision": "fp4",
+           "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "isl": 1024, "osl": 1024, "tp_size": 1,
+           "attention_dp_size": dp, "moe_tp_size": 1, "moe_ep_size": dp, "batch_size": 64,
+           "silicon_data_source": "silicon_concurrency=64"}
+    d = row_case(row).deployment
+    got = None if d.adp_balance is None else (d.adp_balance.timeout_iters, d.adp_balance.batching_wait_iters)
+    assert (d.max_num_tokens, got) == (budget, balance)
+
+
 def test_aic_baseline_configurations_parse(tmp_path, benchmark_script) -> None:
     mod = benchmark_script("aic_compare")
     md = tmp_path / "aic.md"
